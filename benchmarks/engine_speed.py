@@ -1,0 +1,101 @@
+"""Engine speed: simulated transfers per second, and engine events/s relative to
+a bare SimPy timeout loop measured in the same process.
+
+    python benchmarks/engine_speed.py [--transfers N] [--topology PATH]
+
+Reports figures; asserts nothing. Results also go to benchmarks/out/engine_speed.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import simpy
+
+from kernbench.policy.address import PhysAddr
+from kernbench.sim_engine import GraphEngine
+from kernbench.topology import load_topology
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def bare_simpy(n: int) -> float:
+    """Events/s of a process doing nothing but `yield env.timeout(1)`."""
+    env = simpy.Environment()
+
+    def loop(env):
+        for _ in range(n):
+            yield env.timeout(1)
+
+    env.process(loop(env))
+    t0 = time.perf_counter()
+    env.run()
+    return n / (time.perf_counter() - t0)
+
+
+def engine_closed_loop(graph, n: int, streams: int) -> tuple[float, float]:
+    """``streams`` processes each issue PE DMA transfers back to back (wait for each).
+
+    Returns (transfers/s, engine events/s). Events are counted by SimPy's own
+    step() so process resumptions are included, not only completions.
+    """
+    eng = GraphEngine(graph)
+    sb = graph.spec.hbm_slice_bytes
+    pes = graph.spec.pes_per_cube
+    per_stream = n // streams
+    counter = [0]
+    step = eng.env.step
+
+    def counted_step():
+        counter[0] += 1
+        step()
+
+    eng.env.step = counted_step
+
+    def stream(env, k):
+        cube, pe = k // pes % graph.spec.cubes_per_sip, k % pes
+        dst_cube = (cube + k) % graph.spec.cubes_per_sip
+        for i in range(per_stream):
+            pa = PhysAddr.pe_hbm_addr(0, dst_cube, (pe + i) % pes, (i * 4096) % (1 << 30), sb)
+            if i % 2:
+                yield eng.pe_dma_write(0, cube, pe, pa, 4096)
+            else:
+                yield eng.pe_dma_read(0, cube, pe, pa, 4096)
+
+    for k in range(streams):
+        eng.env.process(stream(eng.env, k))
+    t0 = time.perf_counter()
+    eng.run()
+    dt = time.perf_counter() - t0
+    done = eng.completed
+    return done / dt, counter[0] / dt
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--transfers", type=int, default=40_000)
+    ap.add_argument("--topology", default=str(ROOT / "config/topologies/default.yaml"))
+    args = ap.parse_args()
+    graph = load_topology(args.topology)
+    bare = max(bare_simpy(200_000) for _ in range(3))
+    rows = []
+    for streams in (1, 8, 128):
+        tps, eps = max(engine_closed_loop(graph, args.transfers, streams) for _ in range(2))
+        rows.append({"streams": streams, "transfers_per_s": tps, "events_per_s": eps,
+                     "events_ratio_vs_bare_simpy": eps / bare})
+    report = {"topology": graph.spec.name, "bare_simpy_events_per_s": bare, "runs": rows}
+    print(f"bare SimPy timeout loop: {bare:,.0f} events/s")
+    print(f"{'streams':>8} {'transfers/s':>12} {'events/s':>12} {'ratio':>7}")
+    for r in rows:
+        print(f"{r['streams']:8d} {r['transfers_per_s']:12,.0f} {r['events_per_s']:12,.0f} "
+              f"{r['events_ratio_vs_bare_simpy']:7.3f}")
+    out = ROOT / "benchmarks" / "out" / "engine_speed.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

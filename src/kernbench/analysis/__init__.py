@@ -1,0 +1,1 @@
+"""Aggregation (pandas) and figures (matplotlib). Never imported by simulation jobs."""

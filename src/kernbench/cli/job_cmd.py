@@ -1,0 +1,34 @@
+"""``kernbench job``: the per-point command the workflow runs (one process per point)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from kernbench.errors import ConfigError
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("job", help="simulate one sweep point and write its JSON record")
+    p.add_argument("--experiment", required=True)
+    p.add_argument("--topology-id", required=True)
+    p.add_argument("--topology-file", required=True)
+    p.add_argument("--workload-id", required=True)
+    p.add_argument("--variant-id", required=True)
+    p.add_argument("--slice", required=True, help='JSON {"workload": {...}, "variant": {...}}')
+    p.add_argument("--out", required=True, help="record path (results/raw/...json)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from kernbench.experiments.job import dumps_record, run_job, write_atomic
+
+    try:
+        slice_ = json.loads(args.slice)
+    except json.JSONDecodeError as exc:
+        raise ConfigError("--slice", "", f"not valid JSON: {exc.msg}") from None
+    record = run_job(args.experiment, args.topology_id, args.topology_file, args.workload_id,
+                     args.variant_id, slice_)
+    write_atomic(Path(args.out), dumps_record(record))
+    return 0

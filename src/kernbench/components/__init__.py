@@ -1,0 +1,1 @@
+"""Hardware components: link/channel occupancy, HBM controllers, the fabric, flows."""

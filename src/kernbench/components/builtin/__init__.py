@@ -1,0 +1,1 @@
+"""Built-in component models, one per file."""

@@ -1,0 +1,154 @@
+"""Data-movement flows as sequences of legs over routes.
+
+A flow is what one initiator asks of the fabric: a host write, a host read, a
+PE DMA, an M_CPU DMA. Each flow is a list of legs run back to back; a leg with
+``nbytes == 0`` is a command (head only, no occupancy). Flows only name nodes
+and routes: timing is the fabric's job, SimPy bookkeeping the engine's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kernbench.policy.address.phys_addr import PhysAddr
+from kernbench.policy.routing import AddressResolver, PathRouter
+from kernbench.topology import naming as nm
+
+
+@dataclass(frozen=True, slots=True)
+class LegSpec:
+    label: str  # "data", "command"
+    nodes: tuple[str, ...]
+    nbytes: int
+    hbm_node: str | None = None  # HBM slice touched by this leg
+    hbm_offset: int = 0
+    hbm_at_start: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class FlowSpec:
+    kind: str  # h2d_write | d2h_read | pe_dma_write | pe_dma_read | mcpu_dma_write
+    initiator: str  # node id that owns the op in the op log
+    nbytes: int
+    legs: tuple[LegSpec, ...]
+    src: str = ""  # readable source / destination (node or address)
+    dst: str = ""
+    params: dict = field(default_factory=dict, compare=False, hash=False)
+
+
+def _join(*paths) -> tuple[str, ...]:
+    """Concatenate routes that share their junction node."""
+    out: list[str] = []
+    for p in paths:
+        if out and p and out[-1] == p[0]:
+            out.extend(p[1:])
+        else:
+            out.extend(p)
+    return tuple(out)
+
+
+class FlowBuilder:
+    """Turns (initiator, address, size) requests into FlowSpecs."""
+
+    def __init__(self, resolver: AddressResolver, router: PathRouter, hbm_slice_bytes: int) -> None:
+        self.resolver = resolver
+        self.router = router
+        self.slice_bytes = hbm_slice_bytes
+        self._routes: dict[tuple, tuple[tuple[str, ...], ...]] = {}
+
+    def _cached(self, key: tuple, build) -> tuple[tuple[str, ...], ...]:
+        """Node sequences of a flow's legs, computed once per (kind, ends)."""
+        hit = self._routes.get(key)
+        if hit is None:
+            hit = self._routes[key] = build()
+        return hit
+
+    def _hbm_target(self, pa: PhysAddr) -> tuple[str, int]:
+        return self.resolver.resolve(pa), pa.hbm_offset % self.slice_bytes
+
+    def _host_prefix(self, sip: int) -> tuple[str, ...]:
+        pcie = self.resolver.find_pcie_ep(sip)
+        return self.router.route("all", nm.HOST, pcie)[0]
+
+    def host_to_hbm_path(self, sip: int, cube: int, hbm_node: str) -> tuple[str, ...]:
+        """pcie_ep -> io_cpu -> m_cpu -> HBM: the IO CPU hands the write to the cube's M_CPU."""
+        pcie = self.resolver.find_pcie_ep(sip)
+        io_cpu = self.resolver.find_io_cpu(sip)
+        m_cpu = self.resolver.find_m_cpu(sip, cube)
+        return _join(self.router.find_memory_path(pcie, io_cpu),
+                     self.router.find_memory_path(io_cpu, m_cpu),
+                     self.router.find_mcpu_dma_path(m_cpu, hbm_node))
+
+    def h2d_write(self, pa: PhysAddr, nbytes: int, *, from_host: bool = False) -> FlowSpec:
+        if pa.kind != "hbm":
+            raise ValueError(f"host writes target HBM, got {pa}")
+        hbm_node, off = self._hbm_target(pa)
+        path = self.host_to_hbm_path(pa.sip, pa.cube, hbm_node)
+        if from_host:
+            path = _join(self._host_prefix(pa.sip), path)
+        leg = LegSpec("data", path, nbytes, hbm_node, off, hbm_at_start=False)
+        return FlowSpec("h2d_write", path[0], nbytes, (leg,), path[0], str(pa),
+                        {"dst_addr": pa.encode(), "nbytes": nbytes})
+
+    def d2h_read(self, pa: PhysAddr, nbytes: int, *, to_host: bool = False) -> FlowSpec:
+        """Command out along the write path, data back along the memory path."""
+        if pa.kind != "hbm":
+            raise ValueError(f"host reads target HBM, got {pa}")
+        hbm_node, off = self._hbm_target(pa)
+        cmd = self.host_to_hbm_path(pa.sip, pa.cube, hbm_node)
+        data = self.router.find_memory_path(hbm_node, self.resolver.find_pcie_ep(pa.sip))
+        if to_host:
+            prefix = self._host_prefix(pa.sip)
+            cmd = _join(prefix, cmd)
+            data = _join(data, tuple(reversed(prefix)))
+        legs = (LegSpec("command", cmd, 0),
+                LegSpec("data", tuple(data), nbytes, hbm_node, off, hbm_at_start=True))
+        return FlowSpec("d2h_read", cmd[0], nbytes, legs, str(pa), cmd[0],
+                        {"src_addr": pa.encode(), "nbytes": nbytes})
+
+    def _resource_node(self, pa: PhysAddr) -> str:
+        return self.resolver.resolve(pa)
+
+    def pe_dma_write(self, sip: int, cube: int, pe: int, dst: PhysAddr, nbytes: int) -> FlowSpec:
+        """TCM -> PE_DMA -> fabric -> destination (HBM slice, SRAM or another TCM)."""
+        dst_node = self._resource_node(dst)
+
+        def build():
+            src_pe = self.resolver.find_pe(sip, cube, pe)
+            tcm = nm.pe_unit(sip, cube, pe, "pe_tcm")
+            return (_join((tcm,), self.router.find_path(src_pe, dst_node)),)
+
+        (path,) = self._cached(("pe_dma_write", sip, cube, pe, dst_node), build)
+        hbm = self._hbm_target(dst) if dst.kind == "hbm" else (None, 0)
+        leg = LegSpec("data", path, nbytes, hbm[0], hbm[1], hbm_at_start=False)
+        return FlowSpec("pe_dma_write", path[1], nbytes, (leg,), path[0], str(dst),
+                        {"dst_addr": dst.encode(), "nbytes": nbytes})
+
+    def pe_dma_read(self, sip: int, cube: int, pe: int, src: PhysAddr, nbytes: int) -> FlowSpec:
+        """Request to the source, then data back into this PE's TCM."""
+        src_node = self._resource_node(src)
+
+        def build():
+            src_pe = self.resolver.find_pe(sip, cube, pe)
+            dma = nm.pe_unit(sip, cube, pe, "pe_dma")
+            tcm = nm.pe_unit(sip, cube, pe, "pe_tcm")
+            back = self.router.find_path_to_pe(src_node, src_pe)
+            return tuple(self.router.find_path(src_pe, src_node)), _join(back, (dma, tcm))
+
+        cmd, data = self._cached(("pe_dma_read", sip, cube, pe, src_node), build)
+        hbm = self._hbm_target(src) if src.kind == "hbm" else (None, 0)
+        legs = (LegSpec("command", cmd, 0),
+                LegSpec("data", data, nbytes, hbm[0], hbm[1], hbm_at_start=True))
+        return FlowSpec("pe_dma_read", cmd[0], nbytes, legs, str(src), data[-1],
+                        {"src_addr": src.encode(), "nbytes": nbytes})
+
+    def mcpu_dma_write(self, sip: int, cube: int, dst: PhysAddr, nbytes: int) -> FlowSpec:
+        """M_CPU pushes ``nbytes`` from its local memory to ``dst``."""
+        m_cpu = self.resolver.find_m_cpu(sip, cube)
+        dst_node = self._resource_node(dst)
+        path = tuple(self.router.find_mcpu_dma_path(m_cpu, dst_node))
+        hbm = self._hbm_target(dst) if dst.kind == "hbm" else (None, 0)
+        leg = LegSpec("data", path, nbytes, hbm[0], hbm[1], hbm_at_start=False)
+        return FlowSpec("mcpu_dma_write", m_cpu, nbytes, (leg,), m_cpu, str(dst),
+                        {"dst_addr": dst.encode(), "nbytes": nbytes})
+

@@ -1,0 +1,1 @@
+"""Analytic models the simulator is checked against (roofline, transfer, ...)."""

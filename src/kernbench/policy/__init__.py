@@ -1,0 +1,1 @@
+"""Policy: physical/virtual addressing, allocators, MMU, and routing helpers."""

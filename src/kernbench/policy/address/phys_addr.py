@@ -1,0 +1,132 @@
+"""The 51-bit physical address.
+
+Layout, most significant bit first (see docs/adr/0004-physical-address-layout.md)::
+
+    [50:46] sip      (5 bits, up to 32 SIPs)
+    [45:40] cube     (6 bits, up to 64 cubes per SIP)
+    [39]    region   0 = HBM, 1 = on-die resource
+    HBM:       [38:0]  hbm_offset inside the cube (39 bits, up to 512 GiB)
+    resource:  [38:37] unit_type (PE TCM, SRAM, M_CPU)
+               [36:32] pe_id (5 bits; 0 for cube-level units)
+               [31:0]  sub_offset (32 bits)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+
+PA_BITS = 51
+SIP_BITS, CUBE_BITS = 5, 6
+HBM_OFFSET_BITS = 39
+UNIT_BITS, PE_BITS, SUB_OFFSET_BITS = 2, 5, 32
+
+_SIP_SHIFT = PA_BITS - SIP_BITS  # 46
+_CUBE_SHIFT = _SIP_SHIFT - CUBE_BITS  # 40
+_REGION_SHIFT = _CUBE_SHIFT - 1  # 39
+_UNIT_SHIFT = _REGION_SHIFT - UNIT_BITS  # 37
+_PE_SHIFT = _UNIT_SHIFT - PE_BITS  # 32
+
+
+class UnitType(IntEnum):
+    PE = 0  # a PE's TCM
+    SRAM = 1  # the cube's shared SRAM
+    MCPU = 2  # the cube's management CPU local memory
+
+
+def _check(name: str, value: int, bits: int) -> None:
+    if not isinstance(value, int) or value < 0 or value >> bits:
+        raise ValueError(f"{name}={value!r} does not fit in {bits} bits (0..{(1 << bits) - 1})")
+
+
+@dataclass(frozen=True, slots=True)
+class PhysAddr:
+    """A decoded physical address. ``kind`` is 'hbm' or 'pe_resource'."""
+
+    kind: str
+    sip: int
+    cube: int
+    hbm_offset: int = 0
+    unit_type: UnitType = UnitType.PE
+    pe_id: int = 0
+    sub_offset: int = 0
+
+    def __post_init__(self) -> None:
+        _check("sip", self.sip, SIP_BITS)
+        _check("cube", self.cube, CUBE_BITS)
+        if self.kind == "hbm":
+            _check("hbm_offset", self.hbm_offset, HBM_OFFSET_BITS)
+            if self.pe_id or self.sub_offset:
+                raise ValueError("an HBM address carries no pe_id/sub_offset")
+        elif self.kind == "pe_resource":
+            if not isinstance(self.unit_type, UnitType):
+                object.__setattr__(self, "unit_type", UnitType(self.unit_type))
+            _check("pe_id", self.pe_id, PE_BITS)
+            _check("sub_offset", self.sub_offset, SUB_OFFSET_BITS)
+            if self.hbm_offset:
+                raise ValueError("a resource address carries no hbm_offset")
+        else:
+            raise ValueError(f"kind must be 'hbm' or 'pe_resource', got {self.kind!r}")
+
+    # -- constructors -------------------------------------------------------
+    @classmethod
+    def hbm(cls, sip: int, cube: int, offset: int) -> PhysAddr:
+        return cls("hbm", sip, cube, hbm_offset=offset)
+
+    @classmethod
+    def pe_hbm_addr(cls, sip: int, cube: int, pe: int, local_offset: int,
+                    slice_bytes: int) -> PhysAddr:
+        """Address ``local_offset`` bytes into PE ``pe``'s HBM slice (n_to_one mapping)."""
+        if not 0 <= local_offset < slice_bytes:
+            raise ValueError(f"offset {local_offset} outside the {slice_bytes}-byte HBM slice")
+        return cls.hbm(sip, cube, pe * slice_bytes + local_offset)
+
+    @classmethod
+    def pe_tcm_addr(cls, sip: int, cube: int, pe: int, offset: int) -> PhysAddr:
+        return cls("pe_resource", sip, cube, unit_type=UnitType.PE, pe_id=pe, sub_offset=offset)
+
+    @classmethod
+    def sram_addr(cls, sip: int, cube: int, offset: int) -> PhysAddr:
+        return cls("pe_resource", sip, cube, unit_type=UnitType.SRAM, sub_offset=offset)
+
+    @classmethod
+    def mcpu_addr(cls, sip: int, cube: int, offset: int) -> PhysAddr:
+        return cls("pe_resource", sip, cube, unit_type=UnitType.MCPU, sub_offset=offset)
+
+    # -- encode / decode ----------------------------------------------------
+    def encode(self) -> int:
+        head = (self.sip << _SIP_SHIFT) | (self.cube << _CUBE_SHIFT)
+        if self.kind == "hbm":
+            return head | self.hbm_offset
+        return (head | (1 << _REGION_SHIFT) | (int(self.unit_type) << _UNIT_SHIFT)
+                | (self.pe_id << _PE_SHIFT) | self.sub_offset)
+
+    def __int__(self) -> int:
+        return self.encode()
+
+    @classmethod
+    def decode(cls, value: int) -> PhysAddr:
+        _check("physical address", value, PA_BITS)
+        sip = value >> _SIP_SHIFT
+        cube = (value >> _CUBE_SHIFT) & ((1 << CUBE_BITS) - 1)
+        if not (value >> _REGION_SHIFT) & 1:
+            return cls.hbm(sip, cube, value & ((1 << HBM_OFFSET_BITS) - 1))
+        unit = (value >> _UNIT_SHIFT) & ((1 << UNIT_BITS) - 1)
+        if unit > max(UnitType):
+            raise ValueError(f"physical address {value:#x} has reserved unit type {unit}")
+        return cls("pe_resource", sip, cube, unit_type=UnitType(unit),
+                   pe_id=(value >> _PE_SHIFT) & ((1 << PE_BITS) - 1),
+                   sub_offset=value & ((1 << SUB_OFFSET_BITS) - 1))
+
+    def offset_by(self, nbytes: int) -> PhysAddr:
+        """The address ``nbytes`` further on in the same unit."""
+        if self.kind == "hbm":
+            return PhysAddr.hbm(self.sip, self.cube, self.hbm_offset + nbytes)
+        return PhysAddr("pe_resource", self.sip, self.cube, unit_type=self.unit_type,
+                        pe_id=self.pe_id, sub_offset=self.sub_offset + nbytes)
+
+    def __str__(self) -> str:
+        if self.kind == "hbm":
+            return f"hbm(sip{self.sip}.cube{self.cube}+{self.hbm_offset:#x})"
+        return (f"{self.unit_type.name.lower()}(sip{self.sip}.cube{self.cube}.pe{self.pe_id}"
+                f"+{self.sub_offset:#x})")

@@ -1,0 +1,190 @@
+"""``AddressResolver`` and ``PathRouter`` (ADR-0051, with our weight choice).
+
+Routes minimise head latency: an edge weighs its wire delay plus the overhead
+of the node it enters (docs/adr/0002-latency-weighted-routing.md). Four
+adjacency lists select which edge kinds a routing intent may use; Dijkstra
+breaks ties by insertion order, so a route is a pure function of the graph.
+"""
+
+from __future__ import annotations
+
+import heapq
+from itertools import count
+
+from kernbench.errors import RoutingError
+from kernbench.policy.address.phys_addr import PhysAddr, UnitType
+from kernbench.topology import naming as nm
+from kernbench.topology.graph import TopologyGraph
+
+# Edge kinds that leave a cube; same-cube routes may not use them.
+LEAVE_CUBE_KINDS = frozenset({
+    "ucie_internal", "ucie_conn_to_router", "router_to_ucie_conn", "ucie_conn_to_noc",
+    "noc_to_ucie_conn", "ucie_mesh", "io_to_cube", "cube_to_io", "inter_sip", "pcie",
+    "io_internal",
+})
+
+# Edge kinds that leave a SIP's cube mesh; cube-to-cube routes inside one SIP stay
+# on the UCIe mesh instead of short-cutting through the IO chiplet.
+LEAVE_MESH_KINDS = frozenset({"io_to_cube", "cube_to_io", "inter_sip", "pcie"})
+_NO_PE = frozenset({"command", "pe_internal", "pe_to_router"})
+
+# Which edge kinds each adjacency excludes.
+POLICIES: dict[str, frozenset[str]] = {
+    "all": frozenset(),  # component-to-component, command links included
+    "data": frozenset({"command"}),  # PE DMA and generic data
+    "memory": _NO_PE,  # host / M_CPU DMA: never through a PE pipeline
+    "mesh_data": frozenset({"command"}) | LEAVE_MESH_KINDS,  # PE DMA to another cube, same SIP
+    "mesh_memory": _NO_PE | LEAVE_MESH_KINDS,  # M_CPU DMA to another cube, same SIP
+    "local": frozenset({"command"}) | LEAVE_CUBE_KINDS,  # same-cube traffic
+}
+
+
+def _scope_policy(src: str, dst: str, wide: str) -> str:
+    """Narrowest policy that can join src and dst: same cube, same SIP, or anywhere."""
+    if nm.same_cube(src, dst):
+        return "local"
+    src_cube, dst_cube = nm.cube_of(src), nm.cube_of(dst)
+    if src_cube and dst_cube and src_cube[0] == dst_cube[0]:
+        return "mesh_" + wide
+    return wide
+
+
+class AddressResolver:
+    """Maps physical addresses and (sip, cube) coordinates to node ids."""
+
+    def __init__(self, graph: TopologyGraph) -> None:
+        self._node_ids = frozenset(graph.nodes)
+        self._hbm_slice_bytes = graph.spec.hbm_slice_bytes
+
+    def _known(self, node_id: str) -> str:
+        if node_id not in self._node_ids:
+            raise RoutingError(f"node {node_id} not found in topology")
+        return node_id
+
+    def resolve(self, addr: PhysAddr | int) -> str:
+        pa = PhysAddr.decode(addr) if isinstance(addr, int) else addr
+        if pa.kind == "hbm":
+            return self._known(nm.hbm_ctrl(pa.sip, pa.cube, pa.hbm_offset // self._hbm_slice_bytes))
+        if pa.unit_type == UnitType.PE:
+            return self._known(nm.pe_unit(pa.sip, pa.cube, pa.pe_id, "pe_tcm"))
+        if pa.unit_type == UnitType.SRAM:
+            return self._known(nm.sram(pa.sip, pa.cube))
+        if pa.unit_type == UnitType.MCPU:
+            return self._known(nm.m_cpu(pa.sip, pa.cube))
+        raise RoutingError(f"unsupported unit type {pa.unit_type!r}")  # pragma: no cover
+
+    def find_m_cpu(self, sip: int, cube: int) -> str:
+        return self._known(nm.m_cpu(sip, cube))
+
+    def find_pcie_ep(self, sip: int, io_id: str = nm.IO) -> str:
+        return self._known(nm.io_node(sip, "pcie_ep", io_id))
+
+    def find_io_cpu(self, sip: int, io_id: str = nm.IO) -> str:
+        return self._known(nm.io_node(sip, "io_cpu", io_id))
+
+    def find_hbm_ctrl(self, sip: int, cube: int, pe: int) -> str:
+        return self._known(nm.hbm_ctrl(sip, cube, pe))
+
+    def find_pe(self, sip: int, cube: int, pe: int) -> str:
+        """PE prefix (e.g. ``sip0.cube0.pe0``) after checking the PE exists."""
+        self._known(nm.pe_unit(sip, cube, pe, "pe_dma"))
+        return nm.pe_prefix(sip, cube, pe)
+
+    def find_pe_unit(self, sip: int, cube: int, pe: int, unit: str) -> str:
+        return self._known(nm.pe_unit(sip, cube, pe, unit))
+
+    def find_all_pcie_eps(self) -> list[str]:
+        return sorted(n for n in self._node_ids if n.endswith(".pcie_ep"))
+
+
+class PathRouter:
+    """Shortest head-latency paths under one of four edge-kind policies."""
+
+    def __init__(self, graph: TopologyGraph) -> None:
+        self._nodes = graph.nodes
+        self._adj: dict[str, dict[str, list[tuple[str, float]]]] = {p: {} for p in POLICIES}
+        for e in graph.edges:
+            weight = e.wire_ns + graph.nodes[e.dst].overhead_ns
+            for policy, excluded in POLICIES.items():
+                if e.kind not in excluded:
+                    self._adj[policy].setdefault(e.src, []).append((e.dst, weight))
+        self._cache: dict[tuple[str, str, str], tuple[tuple[str, ...], float]] = {}
+        self._trees: dict[tuple[str, str], tuple[dict[str, float], dict[str, str]]] = {}
+
+    # -- public API ------------------------------------------------------------
+    def find_path(self, src_pe: str, dst_node: str) -> list[str]:
+        """PE DMA route from ``src_pe``'s DMA engine (``src_pe`` is a PE prefix)."""
+        return self.find_path_with_distance(src_pe, dst_node)[0]
+
+    def find_path_with_distance(self, src_pe: str, dst_node: str) -> tuple[list[str], float]:
+        start = f"{src_pe}.pe_dma"
+        policy = _scope_policy(start, dst_node, "data")
+        path, cost = self.route(policy, start, dst_node)
+        return list(path), cost
+
+    def find_path_to_pe(self, src_node: str, dst_pe: str) -> list[str]:
+        """Return route of DMA data from ``src_node`` into ``dst_pe``'s DMA engine."""
+        goal = f"{dst_pe}.pe_dma"
+        return list(self.route(_scope_policy(src_node, goal, "data"), src_node, goal)[0])
+
+    def find_mcpu_dma_path(self, m_cpu_id: str, dst_node: str) -> list[str]:
+        return list(self.route(_scope_policy(m_cpu_id, dst_node, "memory"), m_cpu_id, dst_node)[0])
+
+    def find_memory_path(self, src: str, dst: str) -> list[str]:
+        """Host/IO memory path that never enters a PE pipeline."""
+        return list(self.route("memory", src, dst)[0])
+
+    def find_node_path(self, src: str, dst: str) -> list[str]:
+        """Any-kind route, command links included."""
+        return list(self.route("all", src, dst)[0])
+
+    def route(self, policy: str, src: str, dst: str) -> tuple[tuple[str, ...], float]:
+        """Cached (path, head latency in ns) under ``policy``."""
+        key = (policy, src, dst)
+        hit = self._cache.get(key)
+        if hit is None:
+            hit = self._cache[key] = self._path(policy, src, dst)
+        return hit
+
+    # -- internals -------------------------------------------------------------
+    def _path(self, policy: str, start: str, goal: str) -> tuple[tuple[str, ...], float]:
+        if policy not in self._adj:
+            raise RoutingError(f"unknown routing policy {policy!r} (allowed: {', '.join(POLICIES)})")
+        for node in (start, goal):
+            if node not in self._nodes:
+                raise RoutingError(f"node {node} not found in topology")
+        if start == goal:
+            return (start,), 0.0
+        best, prev = self._tree(policy, start)
+        if goal not in best:
+            raise RoutingError(f"no path from {start} to {goal} (policy {policy!r})")
+        path = [goal]
+        while path[-1] != start:
+            path.append(prev[path[-1]])
+        return tuple(reversed(path)), best[goal]
+
+    def _tree(self, policy: str, start: str) -> tuple[dict[str, float], dict[str, str]]:
+        """Shortest-path tree from ``start`` (one Dijkstra per source, then cached)."""
+        key = (policy, start)
+        tree = self._trees.get(key)
+        if tree is not None:
+            return tree
+        adj = self._adj[policy]
+        best = {start: 0.0}
+        prev: dict[str, str] = {}
+        seq = count()
+        heap = [(0.0, next(seq), start)]
+        done: set[str] = set()
+        while heap:
+            dist, _, node = heapq.heappop(heap)
+            if node in done:
+                continue
+            done.add(node)
+            for nxt, weight in adj.get(node, ()):
+                cand = dist + weight
+                if cand < best.get(nxt, float("inf")):
+                    best[nxt] = cand
+                    prev[nxt] = node
+                    heapq.heappush(heap, (cand, next(seq), nxt))
+        tree = self._trees[key] = (best, prev)
+        return tree

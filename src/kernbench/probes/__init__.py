@@ -1,0 +1,1 @@
+"""``kernbench probe``: single-flow traffic patterns checked against the formula."""

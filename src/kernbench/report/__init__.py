@@ -1,0 +1,1 @@
+"""LaTeX generation (tables, number macros) and the PDF toolchain."""

@@ -1,0 +1,105 @@
+"""Byte-addressable simulated memory for data mode (ADR-0052 D6, made exact).
+
+Each space ("hbm", "tcm", "sram", "mcpu") holds disjoint segments of bytes.
+Writes and reads copy, so no caller can alias stored data by accident, and a
+read of bytes that were never written is an error rather than silent garbage.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+
+import numpy as np
+
+from kernbench.errors import SimulationError
+
+
+class _Space:
+    __slots__ = ("starts", "bufs")
+
+    def __init__(self) -> None:
+        self.starts: list[int] = []
+        self.bufs: list[np.ndarray] = []  # uint8, one per segment
+
+    def find(self, addr: int, nbytes: int) -> tuple[int, int] | None:
+        """(segment index, offset) if ``[addr, addr+nbytes)`` lies inside one segment."""
+        i = bisect_right(self.starts, addr) - 1
+        if i >= 0:
+            off = addr - self.starts[i]
+            if off + nbytes <= self.bufs[i].size:
+                return i, off
+        return None
+
+    def write(self, addr: int, data: np.ndarray) -> None:
+        n = data.size
+        hit = self.find(addr, n)
+        if hit is not None:
+            i, off = hit
+            self.bufs[i][off:off + n] = data
+            return
+        end = addr + n
+        lo = bisect_right(self.starts, addr) - 1
+        if lo < 0 or self.starts[lo] + self.bufs[lo].size < addr:
+            lo += 1  # previous segment neither overlaps nor touches
+        hi = lo
+        while hi < len(self.starts) and self.starts[hi] <= end:
+            hi += 1
+        new_start = min([addr] + self.starts[lo:hi])
+        new_end = max([end] + [s + b.size for s, b in zip(self.starts[lo:hi], self.bufs[lo:hi],
+                                                         strict=True)])
+        buf = np.zeros(new_end - new_start, dtype=np.uint8)
+        for s, b in zip(self.starts[lo:hi], self.bufs[lo:hi], strict=True):
+            buf[s - new_start:s - new_start + b.size] = b
+        buf[addr - new_start:addr - new_start + n] = data
+        self.starts[lo:hi] = [new_start]
+        self.bufs[lo:hi] = [buf]
+
+
+class MemoryStore:
+    def __init__(self) -> None:
+        self._spaces: dict[str, _Space] = {}
+
+    def _space(self, space: str) -> _Space:
+        sp = self._spaces.get(space)
+        if sp is None:
+            sp = self._spaces[space] = _Space()
+        return sp
+
+    def write(self, space: str, addr: int, data: np.ndarray) -> None:
+        """Copy ``data``'s bytes to ``addr`` (C order)."""
+        raw = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
+        self._space(space).write(addr, raw)
+
+    def fill(self, space: str, addr: int, nbytes: int, value: int = 0) -> None:
+        self._space(space).write(addr, np.full(nbytes, value, dtype=np.uint8))
+
+    def read_bytes(self, space: str, addr: int, nbytes: int) -> np.ndarray:
+        sp = self._spaces.get(space)
+        hit = sp.find(addr, nbytes) if sp else None
+        if hit is None:
+            raise SimulationError(f"data read of {nbytes} bytes at {space}:{addr:#x} touches "
+                                  f"bytes that were never written")
+        i, off = hit
+        return sp.bufs[i][off:off + nbytes].copy()
+
+    def read(self, space: str, addr: int, shape: tuple[int, ...], dtype) -> np.ndarray:
+        dt = np.dtype(dtype)
+        n = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+        return self.read_bytes(space, addr, n).view(dt).reshape(shape)
+
+    def has(self, space: str, addr: int, nbytes: int = 1) -> bool:
+        sp = self._spaces.get(space)
+        return bool(sp and sp.find(addr, nbytes) is not None)
+
+    def snapshot(self) -> MemoryStore:
+        """Deep copy: later writes to either store do not show in the other."""
+        out = MemoryStore()
+        for name, sp in self._spaces.items():
+            copy = out._space(name)
+            copy.starts = list(sp.starts)
+            copy.bufs = [b.copy() for b in sp.bufs]
+        return out
+
+    def segments(self, space: str) -> list[tuple[int, int]]:
+        sp = self._spaces.get(space)
+        return [(s, b.size) for s, b in zip(sp.starts, sp.bufs, strict=True)] if sp else []

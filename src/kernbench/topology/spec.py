@@ -1,0 +1,328 @@
+"""Topology spec: load a topology YAML (with ``extends:``), validate it, freeze it.
+
+Validation happens in three passes before anything is built:
+1. each file of the ``extends`` chain against the schema without ``required``
+   (so an unknown key is reported against the file that contains it);
+2. the merged document against the full schema;
+3. semantic checks the schema cannot express (grid sizes, geometry fits).
+Each failure is one :class:`ConfigError` line naming file, key path, allowance.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kernbench.errors import ConfigError
+from kernbench.units import gb_to_bytes, kb_to_bytes, mb_to_bytes
+from kernbench.validation import load_yaml_file, packaged_schema, validate, without_required
+
+PE_SUBCOMPONENTS = (
+    "pe_cpu", "pe_scheduler", "pe_dma", "pe_fetch_store", "pe_gemm",
+    "pe_math", "pe_mmu", "pe_tcm", "pe_ipcq",
+)
+
+# Geometry constants of the mesh layout (see docs/adr/0003-cube-mesh-layout.md).
+PE_EDGE_MARGIN_MM = 1.5  # PE centre distance from the cube edge
+HBM_HALF_HEIGHT_MM = 1.5  # HBM router rows sit at cube_h/2 -/+ this
+HBM_GAP_MM = 1.5  # clearance between PE rows and HBM rows
+HBM_MIN_WIDTH_MM = 3.0  # room between west and east PE columns for the HBM block
+MIN_ROW_PITCH_MM = 0.5
+
+
+def _schema() -> dict:
+    return packaged_schema("kernbench.topology", "topology.schema.yaml")
+
+
+@dataclass(frozen=True)
+class Wire:
+    """A link class: bandwidth (GB/s) and physical length (mm) at ns_per_mm."""
+
+    bw_gbs: float
+    distance_mm: float
+    ns_per_mm: float
+
+    @property
+    def wire_ns(self) -> float:
+        return self.distance_mm * self.ns_per_mm
+
+
+@dataclass(frozen=True)
+class SipGrid:
+    count: int
+    topology: str
+    w: int
+    h: int
+    link: Wire
+    link_overhead_ns: float
+
+
+@dataclass(frozen=True)
+class CubeGeometry:
+    w_mm: float
+    h_mm: float
+    corners: tuple[str, ...]
+    pe_per_corner: int
+    pe_pitch_mm: float
+    n_connections: int
+    hbm_mapping_mode: str
+    m_cpu_pos: tuple[float, float]
+    sram_pos: tuple[float, float]
+    max_spacing_mm: float
+
+    @property
+    def pes_per_cube(self) -> int:
+        return len(self.corners) * self.pe_per_corner
+
+
+@dataclass(frozen=True)
+class HbmSpec:
+    total_bytes: int
+    pseudo_channels: int
+    pseudo_channel_bw_gbs: float
+    interleave_bytes: int
+    ctrl_overhead_ns: float
+    link_bw_gbs: float
+
+
+@dataclass(frozen=True)
+class PeSpec:
+    clock_ghz: float
+    overhead_ns: dict[str, float]
+    link: Wire
+    internal_link: Wire
+    tcm_bytes: int
+    tcm_port_bw_gbs: float
+    tcm_reserved_bytes: int
+    mac_rows: int
+    mac_cols: int
+    vector_width: int
+    page_size: int
+
+
+@dataclass(frozen=True)
+class TopologySpec:
+    """The validated, frozen topology. ``raw`` keeps the merged document."""
+
+    name: str
+    description: str
+    source: Path
+    sources: tuple[Path, ...]
+    raw: dict[str, Any] = field(repr=False, compare=False)
+    host_overhead_ns: float
+    switch_overhead_ns: float
+    pcie: Wire
+    sips: SipGrid
+    cube_w: int
+    cube_h: int
+    io_overhead_ns: dict[str, float]
+    io_link: Wire
+    ucie: Wire
+    ucie_overhead_ns: float
+    geometry: CubeGeometry
+    hbm: HbmSpec
+    router_overhead_ns: float
+    noc_link_bw_gbs: float
+    noc_ns_per_mm: float
+    m_cpu_overhead_ns: float
+    sram_bytes: int
+    sram_port_bw_gbs: float
+    sram_overhead_ns: float
+    pe: PeSpec
+    emit_views: tuple[str, ...]
+
+    @property
+    def cubes_per_sip(self) -> int:
+        return self.cube_w * self.cube_h
+
+    @property
+    def pes_per_cube(self) -> int:
+        return self.geometry.pes_per_cube
+
+    @property
+    def hbm_slice_bytes(self) -> int:
+        return self.hbm.total_bytes // self.pes_per_cube
+
+    @property
+    def channels_per_slice(self) -> int:
+        return self.hbm.pseudo_channels // self.pes_per_cube
+
+    @property
+    def slice_bw_gbs(self) -> float:
+        return self.channels_per_slice * self.hbm.pseudo_channel_bw_gbs
+
+    def content_hash(self) -> str:
+        """Hash of the merged document: identical content, identical hash."""
+        blob = json.dumps(self.raw, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _deep_merge(base: dict, over: dict) -> dict:
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _load_chain(path: Path, seen: tuple[Path, ...] = (), display: str | None = None
+                ) -> tuple[dict, tuple[Path, ...]]:
+    """Read ``path`` and its ``extends`` ancestors; return merged doc + file chain."""
+    name = display or str(path)
+    if path in seen:
+        chain = " -> ".join(str(p) for p in (*seen, path))
+        raise ConfigError(name, "extends", f"circular extends chain: {chain}")
+    doc = load_yaml_file(path, name)
+    if not isinstance(doc, dict):
+        raise ConfigError(name, "", "top level must be a mapping of keys")
+    validate(doc, without_required(_schema()), name)
+    base_ref = doc.get("extends")
+    if base_ref is None:
+        return doc, (path,)
+    base_path = (path.parent / base_ref).resolve()
+    if not base_path.is_file():
+        raise ConfigError(name, "extends", f"base topology {base_ref!r} not found next to this file")
+    base_doc, chain = _load_chain(base_path, (*seen, path))
+    merged = _deep_merge(base_doc, {k: v for k, v in doc.items() if k != "extends"})
+    return merged, (*chain, path)
+
+
+def _check_semantics(d: dict, src: str) -> None:
+    sips = d["system"]["sips"]
+    if sips["count"] != sips["w"] * sips["h"]:
+        raise ConfigError(src, "system.sips.count",
+                          f"{sips['count']} does not equal w x h = {sips['w']} x {sips['h']}")
+    if sips["topology"] == "ring_1d" and sips["h"] != 1:
+        raise ConfigError(src, "system.sips.h", f"ring_1d needs h = 1, got {sips['h']}")
+    cube = d["cube"]
+    layout = cube["pe_layout"]
+    pes = len(layout["corners"]) * layout["pe_per_corner"]
+    mm = cube["memory_map"]
+    if mm["pseudo_channels"] % pes:
+        raise ConfigError(src, "cube.memory_map.pseudo_channels",
+                          f"{mm['pseudo_channels']} cannot be split evenly over {pes} PEs (n_to_one)")
+    il = mm["interleave_bytes"]
+    if il & (il - 1):
+        raise ConfigError(src, "cube.memory_map.interleave_bytes", f"must be a power of two, got {il}")
+    w, h = cube["geometry"]["cube_mm"]["w"], cube["geometry"]["cube_mm"]["h"]
+    span = PE_EDGE_MARGIN_MM + (layout["pe_per_corner"] - 1) * layout["pe_pitch_mm"]
+    need_w = 2 * span + HBM_MIN_WIDTH_MM
+    if w < need_w:
+        raise ConfigError(src, "cube.geometry.cube_mm.w",
+                          f"{w} mm cannot fit {layout['pe_per_corner']} PEs per corner at "
+                          f"{layout['pe_pitch_mm']} mm pitch on both sides of the HBM block "
+                          f"(needs >= {need_w:g} mm)")
+    rows_per_half = math.ceil(max(cube["ucie"]["n_connections"], 2) / 2)
+    room = h / 2 - HBM_HALF_HEIGHT_MM - HBM_GAP_MM - PE_EDGE_MARGIN_MM
+    need_room = (rows_per_half - 1) * MIN_ROW_PITCH_MM
+    if room < need_room:
+        need_h = 2 * (HBM_HALF_HEIGHT_MM + HBM_GAP_MM + PE_EDGE_MARGIN_MM + need_room)
+        raise ConfigError(src, "cube.geometry.cube_mm.h",
+                          f"{h} mm cannot fit {rows_per_half} router row(s) per half around the "
+                          f"HBM block (needs >= {need_h:g} mm)")
+    for block in ("m_cpu", "sram"):
+        x, y = cube["placement"][block]["pos_mm"]
+        if x > w or y > h:
+            raise ConfigError(src, f"cube.placement.{block}.pos_mm",
+                              f"[{x}, {y}] lies outside the {w} x {h} mm cube")
+    tcm = d["pe"]["tcm"]
+    if tcm["scheduler_reserved_kb"] >= tcm["size_kb"]:
+        raise ConfigError(src, "pe.tcm.scheduler_reserved_kb",
+                          f"{tcm['scheduler_reserved_kb']} must be smaller than size_kb = {tcm['size_kb']}")
+    ps = d["pe"]["mmu"]["page_size"]
+    if ps & (ps - 1):
+        raise ConfigError(src, "pe.mmu.page_size", f"must be a power of two, got {ps}")
+
+
+def _wire(d: dict) -> Wire:
+    return Wire(float(d["bw_gbs"]), float(d["distance_mm"]), float(d["ns_per_mm"]))
+
+
+def load_spec(path: str | Path) -> TopologySpec:
+    """Load, merge, validate and freeze a topology file."""
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise ConfigError(str(path), "", "topology file not found")
+    if not p.is_file():
+        raise ConfigError(str(path), "", "topology path is not a file")
+    p = p.resolve()
+    doc, chain = _load_chain(p, display=str(path))
+    src = str(path)
+    validate(doc, _schema(), src)
+    _check_semantics(doc, src)
+    return _freeze(doc, p, chain)
+
+
+def _freeze(d: dict, path: Path, chain: tuple[Path, ...]) -> TopologySpec:
+    sy, sp, cu, pe = d["system"], d["sip"], d["cube"], d["pe"]
+    geo = CubeGeometry(
+        w_mm=float(cu["geometry"]["cube_mm"]["w"]),
+        h_mm=float(cu["geometry"]["cube_mm"]["h"]),
+        corners=tuple(cu["pe_layout"]["corners"]),
+        pe_per_corner=int(cu["pe_layout"]["pe_per_corner"]),
+        pe_pitch_mm=float(cu["pe_layout"]["pe_pitch_mm"]),
+        n_connections=int(cu["ucie"]["n_connections"]),
+        hbm_mapping_mode=cu["memory_map"]["hbm_mapping_mode"],
+        m_cpu_pos=tuple(float(v) for v in cu["placement"]["m_cpu"]["pos_mm"]),
+        sram_pos=tuple(float(v) for v in cu["placement"]["sram"]["pos_mm"]),
+        max_spacing_mm=float(cu["noc"]["max_spacing_mm"]),
+    )
+    mm = cu["memory_map"]
+    return TopologySpec(
+        name=d["name"],
+        description=d.get("description", ""),
+        source=path,
+        sources=chain,
+        raw=d,
+        host_overhead_ns=float(sy["host"]["overhead_ns"]),
+        switch_overhead_ns=float(sy["switch"]["overhead_ns"]),
+        pcie=_wire(sy["pcie"]),
+        sips=SipGrid(
+            count=int(sy["sips"]["count"]), topology=sy["sips"]["topology"],
+            w=int(sy["sips"]["w"]), h=int(sy["sips"]["h"]),
+            link=_wire(sy["sips"]["link"]),
+            link_overhead_ns=float(sy["sips"]["link"]["overhead_ns"]),
+        ),
+        cube_w=int(sp["cube_mesh"]["w"]),
+        cube_h=int(sp["cube_mesh"]["h"]),
+        io_overhead_ns={k: float(sp["io"][k]["overhead_ns"]) for k in ("pcie_ep", "io_cpu", "io_noc")},
+        io_link=_wire(sp["io"]["link"]),
+        ucie=_wire(sp["ucie"]),
+        ucie_overhead_ns=float(sp["ucie"]["overhead_ns"]),
+        geometry=geo,
+        hbm=HbmSpec(
+            total_bytes=gb_to_bytes(mm["hbm_total_gb"]),
+            pseudo_channels=int(mm["pseudo_channels"]),
+            pseudo_channel_bw_gbs=float(mm["pseudo_channel_bw_gbs"]),
+            interleave_bytes=int(mm["interleave_bytes"]),
+            ctrl_overhead_ns=float(cu["hbm_ctrl"]["overhead_ns"]),
+            link_bw_gbs=float(cu["hbm_ctrl"]["link_bw_gbs"]),
+        ),
+        router_overhead_ns=float(cu["noc"]["router_overhead_ns"]),
+        noc_link_bw_gbs=float(cu["noc"]["link_bw_gbs"]),
+        noc_ns_per_mm=float(cu["noc"]["ns_per_mm"]),
+        m_cpu_overhead_ns=float(cu["m_cpu"]["overhead_ns"]),
+        sram_bytes=mb_to_bytes(cu["sram"]["size_mb"]),
+        sram_port_bw_gbs=float(cu["sram"]["port_bw_gbs"]),
+        sram_overhead_ns=float(cu["sram"]["overhead_ns"]),
+        pe=PeSpec(
+            clock_ghz=float(pe["clock_ghz"]),
+            overhead_ns={k: float(pe["overhead_ns"][k]) for k in PE_SUBCOMPONENTS},
+            link=_wire(pe["link"]),
+            internal_link=_wire(pe["internal_link"]),
+            tcm_bytes=kb_to_bytes(pe["tcm"]["size_kb"]),
+            tcm_port_bw_gbs=float(pe["tcm"]["port_bw_gbs"]),
+            tcm_reserved_bytes=kb_to_bytes(pe["tcm"]["scheduler_reserved_kb"]),
+            mac_rows=int(pe["gemm"]["mac_rows"]),
+            mac_cols=int(pe["gemm"]["mac_cols"]),
+            vector_width=int(pe["math"]["vector_width"]),
+            page_size=int(pe["mmu"]["page_size"]),
+        ),
+        emit_views=tuple(d.get("visualization", {}).get("emit_views", ["system", "sip", "cube"])),
+    )

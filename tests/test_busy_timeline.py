@@ -1,0 +1,69 @@
+"""BusyTimeline: gap-aware booking of a serial resource."""
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kernbench.components.busy_timeline import BusyTimeline
+
+
+def test_back_to_back_bookings_queue_in_order():
+    tl = BusyTimeline()
+    assert tl.reserve(0.0, 10.0) == 0.0
+    assert tl.reserve(0.0, 10.0) == 10.0  # busy until 10
+    assert tl.reserve(5.0, 1.0) == 20.0
+    assert tl.busy_ns == 21.0
+
+
+def test_later_issue_fits_into_an_earlier_gap():
+    tl = BusyTimeline()
+    assert tl.reserve(100.0, 10.0) == 100.0  # a booking in the future
+    assert tl.reserve(0.0, 50.0) == 0.0  # fits entirely before it
+    assert tl.reserve(0.0, 60.0) == 110.0  # does not fit in the 50..100 gap
+
+
+def test_zero_duration_never_books():
+    tl = BusyTimeline()
+    tl.reserve(0.0, 10.0)
+    assert tl.reserve(3.0, 0.0) == 3.0
+    assert tl.bookings == 1
+
+
+def test_prune_forgets_the_past_only():
+    tl = BusyTimeline()
+    tl.reserve(0.0, 10.0)
+    tl.reserve(20.0, 10.0)
+    tl.prune(15.0)
+    assert list(zip(tl.starts, tl.ends, strict=True)) == [(20.0, 30.0)]
+    assert tl.reserve(15.0, 5.0) == 15.0  # gap before the remaining booking
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 200), st.integers(1, 30)), min_size=1, max_size=40))
+def test_bookings_never_overlap_and_start_no_earlier_than_asked(requests):
+    tl = BusyTimeline()
+    booked = []
+    for t, d in requests:
+        s = tl.reserve(float(t), float(d))
+        assert s >= t
+        booked.append((s, s + d))
+    booked.sort()
+    for (_s1, e1), (s2, _) in zip(booked, booked[1:], strict=False):
+        assert e1 <= s2
+    # merged intervals cover exactly the booked time
+    assert abs(sum(e - s for s, e in zip(tl.starts, tl.ends, strict=True))
+               - sum(d for _, d in requests)) < 1e-9
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 100), st.integers(1, 20)), min_size=1, max_size=30))
+def test_each_booking_takes_the_earliest_feasible_start(requests):
+    """Brute force: the chosen start is the smallest integer start that fits."""
+    tl = BusyTimeline()
+    busy = []
+    for t, d in requests:
+        s = tl.reserve(float(t), float(d))
+        expect = t
+        while any(not (expect + d <= a or expect >= b) for a, b in busy):
+            expect += 1
+        assert s == expect
+        busy.append((s, s + d))

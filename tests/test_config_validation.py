@@ -1,0 +1,120 @@
+"""Workflow config: malformed files fail before any job with one line naming the key."""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from kernbench.errors import ConfigError
+from kernbench.experiments.sweep import load_sweep_file
+
+from .conftest import ROOT
+
+BASE = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+
+
+def mutate(fn):
+    doc = copy.deepcopy(BASE)
+    fn(doc)
+    return doc
+
+
+CASES = [
+    ("unknown_top_key", lambda d: d.update(bogus=1), "bogus", "unknown key"),
+    ("unknown_experiment", lambda d: d["experiments"].update(gemmm={}), "experiments.gemmm",
+     "unknown key"),
+    ("unknown_block_key", lambda d: d["experiments"]["transfer"].update(size=[1]),
+     "experiments.transfer.size", "unknown key"),
+    ("wrong_type_sizes", lambda d: d["experiments"]["transfer"].update(sizes="4KiB"),
+     "experiments.transfer.sizes", "expected array"),
+    ("negative_size", lambda d: d["experiments"]["transfer"].update(sizes=[-4096]),
+     "experiments.transfer.sizes[0]", "positive byte count"),
+    ("bad_size_string", lambda d: d["experiments"]["transfer"].update(sizes=["4kb"]),
+     "experiments.transfer.sizes[0]", "positive byte count"),
+    ("empty_sweep", lambda d: d["experiments"]["transfer"].update(sizes=[]),
+     "experiments.transfer.sizes", "at least 1"),
+    ("empty_flows", lambda d: d["experiments"]["transfer"].update(flows=[]),
+     "experiments.transfer.flows", "'all' or a list"),
+    ("no_variants", lambda d: d["experiments"]["transfer"].update(variants={}),
+     "experiments.transfer.variants", "at least 1"),
+    ("unknown_topology_id", lambda d: d["experiments"]["transfer"].update(topologies=["tiny"]),
+     "experiments.transfer.topologies[0]", "allowed: default, llama70b_4sip"),
+    ("duplicate_topology_ids",
+     lambda d: d["experiments"]["transfer"].update(topologies=["default", "default"]),
+     "experiments.transfer.topologies", "unique"),
+    ("duplicate_workload_ids",
+     lambda d: d["experiments"]["transfer"].update(sizes=[4096, "4KiB"]),
+     "experiments.transfer", "same workload id"),
+    ("unknown_flow", lambda d: d["experiments"]["transfer"].update(flows=["h2d-9hop"]),
+     "experiments.transfer.flows[0]", "unknown flow 'h2d-9hop'"),
+    ("zero_concurrency",
+     lambda d: d["experiments"]["transfer"]["variants"]["single"].update(concurrent_flows=0),
+     "experiments.transfer.variants.single.concurrent_flows", "must be >= 1"),
+    ("missing_topology_file", lambda d: d["topologies"].update(default="config/topologies/x.yaml"),
+     "topologies.default", "not found"),
+    ("bad_engine", lambda d: d["report"].update(engine="pdflatex"), "report.engine",
+     "must be one of"),
+    ("bad_variant_id", lambda d: d["experiments"]["transfer"]["variants"].update({"a/b": {}}),
+     "experiments.transfer.variants", "not a valid id"),
+]
+
+
+@pytest.mark.parametrize("name,fn,key,expect", CASES, ids=[c[0] for c in CASES])
+def test_malformed_config_fails_with_one_line(tmp_path, name, fn, key, expect):
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(mutate(fn)))
+    with pytest.raises(ConfigError) as info:
+        load_sweep_file(path, ROOT)
+    msg = str(info.value)
+    assert "\n" not in msg
+    assert msg.startswith(f"{path}: {key}: "), msg
+    assert expect in msg
+
+
+def test_duplicate_yaml_key_is_reported_with_position(tmp_path):
+    path = tmp_path / "dup.yaml"
+    path.write_text("topologies:\n  default: config/topologies/default.yaml\n"
+                    "  default: config/topologies/small_2x2.yaml\nexperiments: {}\n")
+    with pytest.raises(ConfigError, match=r"line 3, column 3: duplicate key 'default'"):
+        load_sweep_file(path, ROOT)
+
+
+def test_defaults_are_filled_from_the_schema(tmp_path):
+    doc = mutate(lambda d: d.pop("report"))
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    sweep = load_sweep_file(path, ROOT)
+    assert sweep.config["report"] == {
+        "title": "KernBench: co-designing a memory-centric AI accelerator", "engine": "auto"}
+
+
+def test_sweep_expands_topology_x_workload_x_variant():
+    sweep = load_sweep_file(ROOT / "config" / "config.yaml", ROOT)
+    # 16 probe flows on each 4x4 topology, 5 sizes, 2 variants, 2 topologies
+    assert len(sweep.jobs) == 2 * 16 * 5 * 2
+    outputs = sweep.outputs()
+    assert len(set(outputs)) == len(outputs)
+    job = sweep.by_output()["results/raw/transfer/default/pe-local-hbm_1MiB/contention.json"]
+    assert job.slice == {"workload": {"flow": "pe-local-hbm", "nbytes": 1048576},
+                         "variant": {"concurrent_flows": 2}}
+    assert job.topology_sources == ("config/topologies/default.yaml",)
+    llama = sweep.by_output()["results/raw/transfer/llama70b_4sip/h2d-1hop_4KiB/single.json"]
+    assert llama.topology_sources == ("config/topologies/default.yaml",
+                                      "config/topologies/llama70b_4sip.yaml")
+
+
+def test_snakemake_stops_before_any_job_with_one_line(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(mutate(
+        lambda d: d["experiments"]["transfer"].update(sizes=[0]))))
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--configfile", str(path)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0
+    errors = [ln for ln in (proc.stdout + proc.stderr).splitlines() if "error" in ln.lower()]
+    assert len(errors) == 1, proc.stdout + proc.stderr
+    assert "experiments.transfer.sizes[0]" in errors[0]
+    assert "Traceback" not in proc.stdout + proc.stderr

@@ -1,0 +1,94 @@
+"""End-to-end: the smoke config through Snakemake, and byte-identical records."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .conftest import ROOT
+
+SNAKEMAKE = [sys.executable, "-m", "snakemake"]
+
+
+def copy_workflow(dst: Path) -> Path:
+    for name in ("Snakefile", "config", "workflow", "report"):
+        src = ROOT / name
+        if src.is_dir():
+            shutil.copytree(src, dst / name, ignore=shutil.ignore_patterns(
+                "generated", "build", "*.cube_mesh.yaml", "__pycache__"))
+        else:
+            shutil.copy2(src, dst / name)
+    return dst
+
+
+def run(cmd, cwd):
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=900)
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory):
+    work = copy_workflow(tmp_path_factory.mktemp("smoke"))
+    proc = run(SNAKEMAKE + ["--cores", "2", "--configfile", "config/smoke.yaml"], work)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return work
+
+
+def test_smoke_produces_records_tables_figures_and_paper(smoke_run):
+    raw = sorted((smoke_run / "results" / "raw" / "transfer" / "small_2x2").rglob("*.json"))
+    assert len(raw) == 4 * 2 * 2  # flows x sizes x variants in config/smoke.yaml
+    table = (smoke_run / "results" / "tables" / "transfer.csv").read_text().splitlines()
+    assert len(table) == 1 + len(raw)
+    for fig in ("transfer_latency", "transfer_bandwidth"):
+        for ext in ("pdf", "png"):
+            assert (smoke_run / "results" / "figures" / f"{fig}.{ext}").stat().st_size > 1000
+    pdf = smoke_run / "report" / "build" / "paper.pdf"
+    assert pdf.read_bytes()[:5] == b"%PDF-"
+    values = (smoke_run / "report" / "generated" / "values.tex").read_text()
+    assert r"kb@transfer/records\endcsname{16}" in values
+
+
+def test_records_carry_prediction_and_provenance(smoke_run):
+    rec = json.loads((smoke_run / "results/raw/transfer/small_2x2/pe-local-hbm_64KiB/contention.json")
+                     .read_text())
+    assert rec["prediction"]["rel_error"] < 1e-9
+    assert rec["metrics"]["latency_ns"] == pytest.approx(rec["prediction"]["latency_ns"])
+    assert len(rec["metrics"]["per_flow_latency_ns"]) == 2
+    prov = rec["provenance"]
+    assert prov["kernbench_version"] and len(prov["config_hash"]) == 16
+    assert rec["config"]["variant"] == {"concurrent_flows": 2}
+
+
+def test_nothing_to_do_after_a_run(smoke_run):
+    proc = run(SNAKEMAKE + ["-n", "--configfile", "config/smoke.yaml"], smoke_run)
+    assert proc.returncode == 0
+    assert "Nothing to be done" in proc.stdout + proc.stderr, proc.stdout
+
+
+def test_rerun_gives_byte_identical_records(smoke_run, tmp_path):
+    raw = smoke_run / "results" / "raw"
+    before = {p: p.read_bytes() for p in raw.rglob("*.json")}
+    proc = run(SNAKEMAKE + ["--cores", "2", "--configfile", "config/smoke.yaml",
+                            "--forcerun", "simulate", "--until", "simulate"], smoke_run)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    after = {p: p.read_bytes() for p in raw.rglob("*.json")}
+    assert before == after
+
+
+def test_job_cli_writes_identical_bytes_twice(tmp_path):
+    args = [sys.executable, "-m", "kernbench.cli.main", "job", "--experiment", "transfer",
+            "--topology-id", "small_2x2", "--topology-file",
+            str(ROOT / "config/topologies/small_2x2.yaml"), "--workload-id", "d2h-2hop_16KiB",
+            "--variant-id", "single", "--slice",
+            '{"workload": {"flow": "d2h-2hop", "nbytes": 16384}, "variant": {"concurrent_flows": 1}}']
+    outs = []
+    for i in range(2):
+        out = tmp_path / f"r{i}.json"
+        proc = run(args + ["--out", str(out)], ROOT)
+        assert proc.returncode == 0, proc.stderr
+        outs.append(out.read_bytes())
+    assert outs[0] == outs[1]

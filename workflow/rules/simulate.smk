@@ -1,0 +1,23 @@
+# One job per sweep point: a separate `kernbench job` process writes one record.
+
+
+rule simulate:
+    input:
+        topology=lambda w: job_of(w).topology_sources,
+    output:
+        "results/raw/{experiment}/{topology}/{workload}/{variant}.json",
+    params:
+        topology_file=lambda w: job_of(w).topology_file,
+        slice=lambda w: job_of(w).slice_json(),
+    log:
+        "results/logs/simulate/{experiment}/{topology}/{workload}/{variant}.log",
+    benchmark:
+        "results/benchmarks/simulate/{experiment}/{topology}/{workload}/{variant}.tsv"
+    resources:
+        mem_mb=600,
+        runtime=10,
+    shell:
+        "{KB} job --experiment {wildcards.experiment} --topology-id {wildcards.topology}"
+        " --topology-file {params.topology_file:q} --workload-id {wildcards.workload}"
+        " --variant-id {wildcards.variant} --slice {params.slice:q} --out {output:q}"
+        " > {log:q} 2>&1"

@@ -17,6 +17,7 @@ include: "workflow/rules/simulate.smk"
 include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/figures.smk"
 include: "workflow/rules/paper.smk"
+include: "workflow/rules/report.smk"
 
 
 rule all:

@@ -3,27 +3,12 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-from .conftest import ROOT
-
-SNAKEMAKE = [sys.executable, "-m", "snakemake"]
-
-
-def copy_workflow(dst: Path) -> Path:
-    for name in ("Snakefile", "config", "workflow", "report"):
-        src = ROOT / name
-        if src.is_dir():
-            shutil.copytree(src, dst / name, ignore=shutil.ignore_patterns(
-                "generated", "build", "*.cube_mesh.yaml", "__pycache__"))
-        else:
-            shutil.copy2(src, dst / name)
-    return dst
+from .workflow_helpers import ROOT, SNAKEMAKE, copy_workflow
 
 
 def run(cmd, cwd):

@@ -5,7 +5,11 @@ rule aggregate:
     input:
         lambda w: SWEEP.outputs(w.experiment),
     output:
-        "results/tables/{experiment}.csv",
+        report(
+            "results/tables/{experiment}.csv",
+            caption="../report/table.rst",
+            category="Tables",
+        ),
     log:
         "results/logs/aggregate/{experiment}.log",
     benchmark:
@@ -13,5 +17,7 @@ rule aggregate:
     resources:
         mem_mb=1000,
         runtime=10,
+    conda:
+        CONDA_ENV
     script:
         "../scripts/aggregate.py"

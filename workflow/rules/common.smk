@@ -1,27 +1,32 @@
-# Shared set-up: check the config (one-line errors, before any job) and expand
-# the sweep into jobs. Heavy lifting lives in kernbench.experiments.sweep.
-import os
+# Shared set-up: check the config (one-line errors, before any job), fill schema
+# defaults, expand the sweep into jobs. Heavy lifting lives in kernbench.experiments.sweep.
 import sys
 from pathlib import Path
 
+from snakemake.utils import validate
+
 from kernbench.errors import KernbenchError
+from kernbench.experiments.checkout import clear_stale_locks, use_checkout_sources
 from kernbench.experiments.sweep import load_sweep
+
+ROOT = Path(workflow.basedir)
+use_checkout_sources(ROOT)  # jobs (local, cluster, --use-conda) import this checkout
+if clear_stale_locks(Path.cwd()):
+    sys.stderr.write("kernbench: removed the locks of an earlier run that was killed\n")
 
 
 def _config_source():
-    files = list(getattr(workflow, "overwrite_configfiles", None) or []) or list(
-        getattr(workflow, "configfiles", None) or []
-    )
+    files = list(workflow.overwrite_configfiles or []) or list(workflow.configfiles or [])
     return str(files[-1]) if files else "config"
 
 
 try:
-    SWEEP = load_sweep(config, _config_source(), Path(workflow.basedir))
+    SWEEP = load_sweep(config, _config_source(), ROOT)
 except KernbenchError as _exc:
     sys.stderr.write(f"kernbench: config error: {_exc}\n")
     sys.exit(1)
+validate(config, "../schemas/config.schema.yaml", set_default=True)
 
-config.update(SWEEP.config)  # schema defaults filled in
 JOBS = SWEEP.by_output()
 EXPERIMENTS = SWEEP.experiments
 TABLES = expand("results/tables/{experiment}.csv", experiment=EXPERIMENTS)
@@ -32,8 +37,19 @@ FIGURES = [
     for name in FIGURE_NAMES[experiment]
     for ext in ("pdf", "png")
 ]
-_here = Path(sys.executable).parent / "kernbench"
-KB = str(_here) if _here.exists() else "kernbench"
+# In a conda env the env's python is first on PATH; otherwise use Snakemake's own.
+_conda = "conda" in {str(m).lower() for m in workflow.deployment_settings.deployment_method}
+PYTHON = "python" if _conda else sys.executable
+KB = f"{PYTHON} -m kernbench.cli.main"
+CONDA_ENV = "../envs/kernbench.yaml"
+
+
+localrules:
+    all,
+    aggregate,
+    figures,
+    report_generated,
+    paper,
 
 
 wildcard_constraints:

@@ -5,7 +5,12 @@ rule figures:
     input:
         TABLES,
     output:
-        FIGURES,
+        [
+            report(f, caption=f"../report/{Path(f).stem}.rst", category="Figures")
+            if f.endswith(".png")
+            else f
+            for f in FIGURES
+        ],
     log:
         "results/logs/figures.log",
     benchmark:
@@ -13,5 +18,7 @@ rule figures:
     resources:
         mem_mb=1500,
         runtime=10,
+    conda:
+        CONDA_ENV
     script:
         "../scripts/figures.py"

@@ -22,6 +22,8 @@ rule report_generated:
     resources:
         mem_mb=1000,
         runtime=10,
+    conda:
+        CONDA_ENV
     script:
         "../scripts/report_generated.py"
 
@@ -33,7 +35,7 @@ rule paper:
         sources=["report/paper.tex", "report/references.bib"]
         + sorted(str(p) for p in Path("report/sections").glob("*.tex")),
     output:
-        pdf="report/build/paper.pdf",
+        pdf=report("report/build/paper.pdf", caption="../report/paper.rst", category="Paper"),
     params:
         engine=config["report"]["engine"],
     log:
@@ -43,5 +45,7 @@ rule paper:
     resources:
         mem_mb=2000,
         runtime=20,
+    conda:
+        CONDA_ENV
     script:
         "../scripts/paper.py"

@@ -7,6 +7,7 @@ rule simulate:
     output:
         "results/raw/{experiment}/{topology}/{workload}/{variant}.json",
     params:
+        kb=KB,
         topology_file=lambda w: job_of(w).topology_file,
         slice=lambda w: job_of(w).slice_json(),
     log:
@@ -16,8 +17,10 @@ rule simulate:
     resources:
         mem_mb=600,
         runtime=10,
+    conda:
+        CONDA_ENV
     shell:
-        "{KB} job --experiment {wildcards.experiment} --topology-id {wildcards.topology}"
+        "{params.kb} job --experiment {wildcards.experiment} --topology-id {wildcards.topology}"
         " --topology-file {params.topology_file:q} --workload-id {wildcards.workload}"
         " --variant-id {wildcards.variant} --slice {params.slice:q} --out {output:q}"
         " > {log:q} 2>&1"

@@ -22,8 +22,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import resource
+    import sys
+    import time
+
     from kernbench.experiments.job import dumps_record, run_job, write_atomic
 
+    start = time.perf_counter()
     try:
         slice_ = json.loads(args.slice)
     except json.JSONDecodeError as exc:
@@ -31,4 +36,7 @@ def run(args: argparse.Namespace) -> int:
     record = run_job(args.experiment, args.topology_id, args.topology_file, args.workload_id,
                      args.variant_id, slice_)
     write_atomic(Path(args.out), dumps_record(record))
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+    print(f"kernbench job: wrote {args.out} in {time.perf_counter() - start:.3f} s, "
+          f"peak_rss_mb={peak_mb:.1f}", file=sys.stderr)
     return 0

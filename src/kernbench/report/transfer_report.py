@@ -15,35 +15,30 @@ def _reference(df: pd.DataFrame) -> tuple[str, str]:
     return topo, (REFERENCE_FLOW if REFERENCE_FLOW in flows else flows[0])
 
 
-def transfer_values(df: pd.DataFrame) -> dict[str, str]:
-    """Headline numbers under stable keys, whatever the configured sweep."""
+def transfer_headline(df: pd.DataFrame) -> dict:
+    """Headline quantities (raw numbers and names) of the transfer study."""
     topo, flow = _reference(df)
     single = df[df["concurrent_flows"] == 1]
     ref = single[(single["topology"] == topo) & (single["flow"] == flow)].sort_values("size_bytes")
     small, large = ref.iloc[0], ref.iloc[-1]
-    v = {
-        "transfer/records": num(len(df), 0),
-        "transfer/topologies": num(df["topology"].nunique(), 0),
-        "transfer/flows": num(df["flow"].nunique(), 0),
-        "transfer/sizes": escape(", ".join(df.sort_values("size_bytes")["size"].unique())),
-        "transfer/maxrelerrpct": error_pct(df["rel_error"].max()),
-        "transfer/ref/topology": escape(topo),
-        "transfer/ref/flow": escape(flow),
-        "transfer/ref/smallsize": escape(small["size"]),
-        "transfer/ref/largesize": escape(large["size"]),
-        "transfer/ref/smalllat": num(small["latency_ns"]),
-        "transfer/ref/largelat": num(large["latency_ns"]),
-        "transfer/ref/smallutil": num(small["util_pct"]),
-        "transfer/ref/largeutil": num(large["util_pct"]),
-        "transfer/ref/overhead": num(small["overhead_ns"]),
-        "transfer/ref/bnbw": num(small["bottleneck_gbs"], 0),
-    }
     big = single[single["size_bytes"] == single["size_bytes"].max()]
     worst = big.sort_values(["util_pct", "flow"]).iloc[0]
-    v["transfer/worst/flow"] = escape(worst["flow"])
-    v["transfer/worst/topology"] = escape(worst["topology"])
-    v["transfer/worst/util"] = num(worst["util_pct"])
-    v["transfer/largesize"] = escape(worst["size"])
+    h = {
+        "records": len(df), "topologies": df["topology"].nunique(), "flows": df["flow"].nunique(),
+        "sizes": list(df.sort_values("size_bytes")["size"].unique()),
+        "max_rel_error": float(df["rel_error"].max()),
+        "ref_topology": topo, "ref_flow": flow,
+        "ref_small_size": small["size"], "ref_large_size": large["size"],
+        "ref_small_latency_ns": float(small["latency_ns"]),
+        "ref_large_latency_ns": float(large["latency_ns"]),
+        "ref_small_util_pct": float(small["util_pct"]),
+        "ref_large_util_pct": float(large["util_pct"]),
+        "ref_overhead_ns": float(small["overhead_ns"]),
+        "ref_bottleneck_gbs": float(small["bottleneck_gbs"]),
+        "worst_flow": worst["flow"], "worst_topology": worst["topology"],
+        "worst_util_pct": float(worst["util_pct"]), "large_size": worst["size"],
+        "contention_flows": None, "contention_ratio": None, "contention_max_rel_error": None,
+    }
     multi = df[df["concurrent_flows"] > 1]
     if len(multi):
         k = int(multi["concurrent_flows"].min())
@@ -51,13 +46,42 @@ def transfer_values(df: pd.DataFrame) -> dict[str, str]:
                   & (df["size_bytes"] == large["size_bytes"])]
         one = pair[pair["concurrent_flows"] == 1]["latency_ns"].iloc[0]
         many = pair[pair["concurrent_flows"] == k]["latency_ns"].iloc[0]
-        v["transfer/contention/flows"] = num(k, 0)
-        v["transfer/contention/ratio"] = num(many / one, 2)
-        v["transfer/contention/maxrelerrpct"] = error_pct(multi["rel_error"].max())
+        h.update(contention_flows=k, contention_ratio=float(many / one),
+                 contention_max_rel_error=float(multi["rel_error"].max()))
+    return h
+
+
+def transfer_values(df: pd.DataFrame) -> dict[str, str]:
+    """The headline quantities as LaTeX strings under stable ``\\kbv`` keys."""
+    h = transfer_headline(df)
+    v = {
+        "transfer/records": num(h["records"], 0),
+        "transfer/topologies": num(h["topologies"], 0),
+        "transfer/flows": num(h["flows"], 0),
+        "transfer/sizes": escape(", ".join(h["sizes"])),
+        "transfer/maxrelerrpct": error_pct(h["max_rel_error"]),
+        "transfer/ref/topology": escape(h["ref_topology"]),
+        "transfer/ref/flow": escape(h["ref_flow"]),
+        "transfer/ref/smallsize": escape(h["ref_small_size"]),
+        "transfer/ref/largesize": escape(h["ref_large_size"]),
+        "transfer/ref/smalllat": num(h["ref_small_latency_ns"]),
+        "transfer/ref/largelat": num(h["ref_large_latency_ns"]),
+        "transfer/ref/smallutil": num(h["ref_small_util_pct"]),
+        "transfer/ref/largeutil": num(h["ref_large_util_pct"]),
+        "transfer/ref/overhead": num(h["ref_overhead_ns"]),
+        "transfer/ref/bnbw": num(h["ref_bottleneck_gbs"], 0),
+        "transfer/worst/flow": escape(h["worst_flow"]),
+        "transfer/worst/topology": escape(h["worst_topology"]),
+        "transfer/worst/util": num(h["worst_util_pct"]),
+        "transfer/largesize": escape(h["large_size"]),
+    }
+    if h["contention_flows"] is None:
+        for key in ("flows", "ratio", "maxrelerrpct"):
+            v[f"transfer/contention/{key}"] = "--"
     else:
-        v["transfer/contention/flows"] = "--"
-        v["transfer/contention/ratio"] = "--"
-        v["transfer/contention/maxrelerrpct"] = "--"
+        v["transfer/contention/flows"] = num(h["contention_flows"], 0)
+        v["transfer/contention/ratio"] = num(h["contention_ratio"], 2)
+        v["transfer/contention/maxrelerrpct"] = error_pct(h["contention_max_rel_error"])
     return v
 
 

@@ -1,0 +1,57 @@
+"""Make every workflow job import kernbench from the checkout being run.
+
+Cluster jobs and ``--use-conda`` environments do not have the repository's
+package installed, so the Snakefile puts ``<repo>/src`` first on PYTHONPATH
+for all child processes (shell and script jobs alike).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def use_checkout_sources(root: str | Path) -> str:
+    src = str(Path(root).resolve() / "src")
+    rest = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != src]
+    os.environ["PYTHONPATH"] = os.pathsep.join([src, *rest])
+    return src
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # exists, owned by someone else
+    return True
+
+
+def clear_stale_locks(workdir: str | Path) -> list[str]:
+    """Remove Snakemake's directory locks when the run that took them is dead.
+
+    Snakemake leaves ``.snakemake/locks`` behind when it is killed with SIGKILL,
+    and the next run then refuses to start until ``--unlock``. Every run of our
+    Snakefile registers its pid; locks are removed only when no registered
+    Snakemake process is still alive, so a concurrent live run is never touched.
+    Returns the removed lock files.
+    """
+    meta = Path(workdir) / ".snakemake"
+    registry = meta / "kernbench-pids"
+    registry.mkdir(parents=True, exist_ok=True)
+    me = os.getpid()
+    live = False
+    for entry in registry.iterdir():
+        pid = int(entry.name) if entry.name.isdigit() else None
+        if pid is not None and pid != me and _alive(pid):
+            live = True
+        elif pid != me:
+            entry.unlink(missing_ok=True)
+    (registry / str(me)).touch()
+    removed: list[str] = []
+    if not live and (meta / "locks").is_dir():
+        for lock in sorted((meta / "locks").glob("*.lock")):
+            lock.unlink(missing_ok=True)
+            removed.append(str(lock))
+    return removed

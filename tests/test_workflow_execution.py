@@ -1,0 +1,129 @@
+"""Batch execution through the cluster-generic emulator, and SIGKILL recovery."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+
+import pytest
+import yaml
+
+from .workflow_helpers import SNAKEMAKE, copy_workflow, records, snakemake
+
+SMALL = {
+    "topologies": {"small_2x2": "config/topologies/small_2x2.yaml",
+                   "small_2x3": "config/topologies/small_2x3.yaml"},
+    "experiments": {"transfer": {
+        "topologies": ["small_2x2", "small_2x3"],
+        "flows": ["h2d-1hop", "d2h-2hop", "pe-local-hbm", "pe-cross-cube-hbm-worst"],
+        "sizes": ["4KiB", "64KiB", "1MiB"],
+        "variants": {"single": {"concurrent_flows": 1}, "contention": {"concurrent_flows": 2}},
+    }},
+}
+
+
+def scratch(tmp_path, config):
+    root = copy_workflow(tmp_path)
+    (root / "config" / "test.yaml").write_text(yaml.safe_dump(config))
+    return root
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """Records of an uninterrupted local run (outside git, like the scratch runs)."""
+    root = scratch(tmp_path_factory.mktemp("reference"), SMALL)
+    proc = snakemake(root, "--cores", "2", "--configfile", "config/test.yaml",
+                     "--until", "simulate")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    recs = records(root)
+    assert len(recs) == 2 * 4 * 3 * 2
+    return recs
+
+
+def test_cluster_generic_batch_jobs_match_a_local_run(tmp_path):
+    config = {**SMALL, "experiments": {"transfer": {**SMALL["experiments"]["transfer"],
+                                                   "sizes": ["4KiB"]}}}
+    local = scratch(tmp_path / "local", config)
+    batch = scratch(tmp_path / "batch", config)
+    proc = snakemake(local, "--cores", "2", "--configfile", "config/test.yaml")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = snakemake(batch, "--profile", "workflow/profiles/cluster-generic",
+                     "--configfile", "config/test.yaml")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    jobs = sorted((batch / ".snakemake" / "batch-emulator" / "jobs").iterdir())
+    assert len(jobs) == 2 * 4 * 2  # every simulation point was its own batch job
+    assert all((j / "exitcode").read_text().strip() == "0" for j in jobs)
+    assert records(batch) == records(local)
+    assert (batch / "report" / "build" / "paper.pdf").exists()
+
+
+def test_sigkill_mid_run_then_restart_gives_identical_records(tmp_path, reference):
+    root = scratch(tmp_path, SMALL)
+    raw = root / "results" / "raw"
+    proc = subprocess.Popen(SNAKEMAKE + ["--cores", "2", "--configfile", "config/test.yaml",
+                                         "--until", "simulate"],
+                            cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    deadline = time.time() + 300
+    while time.time() < deadline and len(list(raw.rglob("*.json"))) < 10:
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    done = len(list(raw.rglob("*.json")))
+    assert 10 <= done < len(reference), "the kill must land mid-run"
+    restart = snakemake(root, "--cores", "2", "--configfile", "config/test.yaml",
+                        "--until", "simulate")
+    assert restart.returncode == 0, restart.stdout[-6000:] + "\n---\n" + restart.stderr[-6000:]
+    assert records(root) == reference
+
+
+def test_html_report_contains_figures_and_tables(tmp_path):
+    root = scratch(tmp_path, {**SMALL, "experiments": {"transfer": {
+        **SMALL["experiments"]["transfer"], "sizes": ["4KiB"], "topologies": ["small_2x2"]}}})
+    assert snakemake(root, "--cores", "2", "--configfile", "config/test.yaml").returncode == 0
+    proc = snakemake(root, "--configfile", "config/test.yaml", "--report", "results/report.html")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    html = (root / "results" / "report.html").read_text(errors="replace")
+    for name in ("transfer_latency.png", "transfer_bandwidth.png", "transfer.csv", "paper.pdf"):
+        assert name in html
+    assert "identical flows issued together" in html  # a figure caption
+    manifest = yaml.safe_load((root / "results" / "manifest.json").read_text())
+    sims = [j for j in manifest["jobs"] if j["rule"] == "simulate"]
+    assert len(sims) == 4 * 2
+    assert all(j["config_hash"] and j["wall_s"] is not None and j["peak_rss_mb"] > 10
+               for j in sims)
+    summary = (root / "results" / "SUMMARY.md").read_text()
+    assert "8 simulation jobs" in summary and "## transfer" in summary
+
+
+@pytest.mark.skipif(shutil.which("sh") is None, reason="needs a POSIX shell")
+def test_batch_emulator_reports_failure_and_cancels(tmp_path):
+    env = dict(os.environ, KB_BATCH_DIR=str(tmp_path / "state"))
+    batch = copy_workflow(tmp_path / "wf") / "workflow" / "batch"
+    ok = tmp_path / "ok.sh"
+    ok.write_text("exit 0\n")
+    bad = tmp_path / "bad.sh"
+    bad.write_text("exit 3\n")
+    slow = tmp_path / "slow.sh"
+    slow.write_text("sleep 30\n")
+
+    def call(*args):
+        return subprocess.run([str(batch / args[0]), *args[1:]], env=env, capture_output=True,
+                              text=True, check=True).stdout.strip()
+
+    ids = [call("submit", "--name", "t", str(s)) for s in (ok, bad, slow)]
+    assert ids == ["1", "2", "3"]
+    deadline = time.time() + 30
+    while time.time() < deadline and {call("status", ids[0]), call("status", ids[1])} & {"running"}:
+        time.sleep(0.05)
+    assert call("status", ids[0]) == "success"
+    assert call("status", ids[1]) == "failed"
+    assert call("status", ids[2]) == "running"
+    call("cancel", ids[2])
+    deadline = time.time() + 30
+    while time.time() < deadline and call("status", ids[2]) == "running":
+        time.sleep(0.05)
+    assert call("status", ids[2]) == "failed"

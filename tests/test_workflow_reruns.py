@@ -1,0 +1,86 @@
+"""Exact reruns: each kind of edit reruns exactly the jobs that depend on it."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from .workflow_helpers import copy_workflow, planned_jobs, snakemake
+
+CONFIG = {
+    "topologies": {"small_2x2": "config/topologies/small_2x2.yaml",
+                   "small_2x3": "config/topologies/small_2x3.yaml"},
+    "experiments": {"transfer": {
+        "topologies": ["small_2x2", "small_2x3"],
+        "flows": ["h2d-1hop", "pe-local-hbm"],
+        "sizes": ["4KiB"],
+        "variants": {"single": {"concurrent_flows": 1}, "contention": {"concurrent_flows": 2}},
+    }},
+    "report": {"title": "rerun test"},
+}
+DOWNSTREAM = {("aggregate", "results/tables/transfer.csv"),
+              ("figures", "results/figures/transfer_latency.pdf"),
+              ("paper", "report/build/paper.pdf"), ("all", "")}
+REPORT = {("report_generated", "report/generated/values.tex")}
+
+
+def sim(topology, flow, variant):
+    return ("simulate", f"results/raw/transfer/{topology}/{flow}_4KiB/{variant}.json")
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory):
+    root = copy_workflow(tmp_path_factory.mktemp("reruns"))
+    (root / "config" / "test.yaml").write_text(yaml.safe_dump(CONFIG))
+    proc = snakemake(root, "--cores", "2", "--configfile", "config/test.yaml")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert planned_jobs(root, "--configfile", "config/test.yaml") == set()
+    return root
+
+
+def settle(root):
+    proc = snakemake(root, "--cores", "2", "--configfile", "config/test.yaml")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert planned_jobs(root, "--configfile", "config/test.yaml") == set()
+
+
+def edit_config(root, fn):
+    path = root / "config" / "test.yaml"
+    doc = yaml.safe_load(path.read_text())
+    fn(doc)
+    path.write_text(yaml.safe_dump(doc))
+
+
+def test_topology_edit_reruns_that_topology_only(work):
+    path = work / "config" / "topologies" / "small_2x3.yaml"
+    path.write_text(path.read_text().replace("description: One SIP, 2 x 3",
+                                             "description: One SIP (edited), 2 x 3"))
+    expected = {sim("small_2x3", f, v) for f in ("h2d-1hop", "pe-local-hbm")
+                for v in ("single", "contention")} | DOWNSTREAM | REPORT
+    assert planned_jobs(work, "--configfile", "config/test.yaml") == expected
+    settle(work)
+
+
+def test_variant_edit_reruns_that_variant_only(work):
+    edit_config(work, lambda d: d["experiments"]["transfer"]["variants"]["contention"].update(
+        concurrent_flows=3))
+    expected = {sim(t, f, "contention") for t in ("small_2x2", "small_2x3")
+                for f in ("h2d-1hop", "pe-local-hbm")} | DOWNSTREAM | REPORT
+    assert planned_jobs(work, "--configfile", "config/test.yaml") == expected
+    settle(work)
+
+
+def test_workload_edit_runs_only_the_new_workload(work):
+    edit_config(work, lambda d: d["experiments"]["transfer"].update(
+        flows=["h2d-1hop", "pe-same-half-hbm"]))
+    expected = {sim(t, "pe-same-half-hbm", v) for t in ("small_2x2", "small_2x3")
+                for v in ("single", "contention")} | DOWNSTREAM | REPORT
+    assert planned_jobs(work, "--configfile", "config/test.yaml") == expected
+    settle(work)
+
+
+def test_forcerun_figures_rerenders_figures_and_paper_only(work):
+    expected = {("figures", "results/figures/transfer_latency.pdf"),
+                ("paper", "report/build/paper.pdf"), ("all", "")}
+    assert planned_jobs(work, "--configfile", "config/test.yaml",
+                        "--forcerun", "figures") == expected

@@ -142,6 +142,12 @@ class FlowBuilder:
         return FlowSpec("pe_dma_read", cmd[0], nbytes, legs, str(src), data[-1],
                         {"src_addr": src.encode(), "nbytes": nbytes})
 
+    def command(self, *stops: str) -> FlowSpec:
+        """A zero-byte control message through ``stops`` (command links allowed)."""
+        path = _join(*(self.router.route("all", a, b)[0] for a, b in zip(stops, stops[1:],
+                                                                         strict=False)))
+        return FlowSpec("command", path[0], 0, (LegSpec("command", path, 0),), path[0], path[-1])
+
     def mcpu_dma_write(self, sip: int, cube: int, dst: PhysAddr, nbytes: int) -> FlowSpec:
         """M_CPU pushes ``nbytes`` from its local memory to ``dst``."""
         m_cpu = self.resolver.find_m_cpu(sip, cube)

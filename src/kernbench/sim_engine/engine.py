@@ -1,9 +1,10 @@
-"""``GraphEngine``: SimPy environment + fabric + op log + (optional) data plane.
+"""``GraphEngine``: SimPy environment + fabric + PEs + op log + (optional) data plane.
 
 Every flow is timed analytically by the fabric when it is submitted and
 completes through exactly one SimPy event, so events per transfer are O(1)
 whatever the route length. In data mode a flow reads its source bytes when it
-is issued and commits them at its destination when it completes.
+is issued and commits them at its destination when it completes. PEs are
+created on first use; their kernels run as greenlets under SimPy processes.
 """
 
 from __future__ import annotations
@@ -13,13 +14,17 @@ from dataclasses import dataclass
 import numpy as np
 import simpy
 
+from kernbench.components.builtin.pe_unit import PeUnit
+from kernbench.components.data_plane import DataPlane
 from kernbench.components.fabric import Fabric, HbmEnd, LegTiming
 from kernbench.components.flows import FlowBuilder, FlowSpec
+from kernbench.errors import SimulationError
 from kernbench.policy.address.phys_addr import PhysAddr, UnitType
 from kernbench.policy.routing import AddressResolver, PathRouter
 from kernbench.sim_engine.memory_store import MemoryStore
 from kernbench.sim_engine.op_log import OpLogger
 from kernbench.topology.graph import TopologyGraph
+from kernbench.triton_emu.cost_model import PeCostModel
 
 _SPACE = {UnitType.PE: "tcm", UnitType.SRAM: "sram", UnitType.MCPU: "mcpu"}
 
@@ -75,16 +80,47 @@ class FlowResult:
 
 class GraphEngine:
     def __init__(self, graph: TopologyGraph, *, enable_data: bool = False,
-                 env: simpy.Environment | None = None, router: PathRouter | None = None) -> None:
+                 env: simpy.Environment | None = None, router: PathRouter | None = None,
+                 keep_records: bool = True) -> None:
         self.graph = graph
         self.env = env or simpy.Environment()
         self.resolver = AddressResolver(graph)
         self.router = router or PathRouter(graph)
         self.fabric = Fabric(graph)
         self.flows = FlowBuilder(self.resolver, self.router, graph.spec.hbm_slice_bytes)
-        self.op_log = OpLogger()
+        self.op_log = OpLogger(keep_records)
         self.store: MemoryStore | None = MemoryStore() if enable_data else None
+        self.data: DataPlane | None = DataPlane(self.store, self.env) if enable_data else None
+        self.cost_model = PeCostModel.from_spec(graph.spec)
+        self._pes: dict[tuple[int, int, int], PeUnit] = {}
+        self.kernels: list = []
         self.completed = 0
+
+    # -- PEs ---------------------------------------------------------------------
+    def pe(self, sip: int, cube: int, pe: int) -> PeUnit:
+        """The PE model at (sip, cube, pe), created on first use."""
+        key = (sip, cube, pe)
+        unit = self._pes.get(key)
+        if unit is None:
+            self.resolver.find_pe(sip, cube, pe)  # RoutingError if absent
+            unit = self._pes[key] = PeUnit(sip, cube, pe, self, self.graph.spec, self.cost_model)
+        return unit
+
+    @property
+    def pes(self) -> dict[tuple[int, int, int], PeUnit]:
+        return dict(sorted(self._pes.items()))
+
+    def launch_kernel(self, sip: int, cube: int, pe: int, name: str, fn, args: tuple,
+                      kwargs: dict, start_at: float, program: tuple[int, int, int, int],
+                      scratch: tuple[int, int]) -> simpy.Process:
+        unit = self.pe(sip, cube, pe)
+        proc = unit.cpu.launch(name, fn, args, kwargs, start_at, program=program, scratch=scratch)
+        self.kernels.append(unit.cpu.runner)
+        return proc
+
+    def book_flow(self, flow: FlowSpec, start: float) -> float:
+        """Book ``flow`` starting at ``start`` (>= now); returns its completion time."""
+        return self.time_flow(flow, start)[-1].end_ns
 
     @property
     def now(self) -> float:
@@ -138,7 +174,23 @@ class GraphEngine:
         self.completed += 1
 
     def run(self, until: float | simpy.Event | None = None) -> None:
-        self.env.run(until=until)
+        """Advance the simulation; a drained queue with kernels still waiting is a deadlock."""
+        try:
+            self.env.run(until=until)
+        except RuntimeError as exc:
+            if "No scheduled events left" not in str(exc):
+                raise
+            self._raise_deadlock()
+        if until is None:
+            self._raise_deadlock()
+
+    def _raise_deadlock(self) -> None:
+        blocked = [r for r in self.kernels if r.started and not r.finished]
+        if blocked:
+            what = "; ".join(f"{r.where} ({r.name}) waits for {r.waiting_on or 'an event'}"
+                             for r in blocked)
+            raise SimulationError(f"deadlock: the event queue is empty but {len(blocked)} "
+                                  f"kernel(s) are blocked: {what}")
 
     # -- convenience flows -----------------------------------------------------
     def h2d_write(self, pa: PhysAddr, nbytes: int, *, data: np.ndarray | None = None,

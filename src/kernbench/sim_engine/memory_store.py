@@ -103,3 +103,45 @@ class MemoryStore:
     def segments(self, space: str) -> list[tuple[int, int]]:
         sp = self._spaces.get(space)
         return [(s, b.size) for s, b in zip(sp.starts, sp.bufs, strict=True)] if sp else []
+
+
+def _strided(buf: np.ndarray, off: int, shape: tuple[int, int], stride_bytes: int,
+             dtype: np.dtype) -> np.ndarray:
+    rows, cols = shape
+    itemsize = dtype.itemsize
+    view = np.lib.stride_tricks.as_strided(
+        buf[off:], shape=(rows, cols * itemsize), strides=(stride_bytes, 1), writeable=True)
+    return view
+
+
+def read_strided(store: MemoryStore, space: str, addr: int, shape: tuple[int, int],
+                 stride_bytes: int, dtype) -> np.ndarray:
+    """A (rows, cols) block whose rows start ``stride_bytes`` apart."""
+    dt = np.dtype(dtype)
+    rows, cols = shape
+    extent = (rows - 1) * stride_bytes + cols * dt.itemsize
+    sp = store._spaces.get(space)
+    hit = sp.find(addr, extent) if sp else None
+    if hit is None:
+        raise SimulationError(f"data read of a {rows}x{cols} block at {space}:{addr:#x} touches "
+                              f"bytes that were never written")
+    i, off = hit
+    return _strided(sp.bufs[i], off, shape, stride_bytes, dt).copy().view(dt).reshape(shape)
+
+
+def write_strided(store: MemoryStore, space: str, addr: int, data: np.ndarray,
+                  stride_bytes: int) -> None:
+    """Write a 2-D array whose rows land ``stride_bytes`` apart."""
+    data = np.ascontiguousarray(data)
+    rows, cols = data.shape
+    row_bytes = cols * data.dtype.itemsize
+    raw = data.view(np.uint8).reshape(rows, row_bytes)
+    extent = (rows - 1) * stride_bytes + row_bytes
+    sp = store._space(space)
+    hit = sp.find(addr, extent)
+    if hit is None:  # rows land in fresh memory: write them one by one (segments merge)
+        for r in range(rows):
+            sp.write(addr + r * stride_bytes, raw[r])
+        return
+    i, off = hit
+    _strided(sp.bufs[i], off, (rows, cols), stride_bytes, data.dtype)[...] = raw

@@ -102,6 +102,11 @@ class PeSpec:
     mac_cols: int
     vector_width: int
     page_size: int
+    kernel_scratch_bytes: int
+    tile_m: int
+    tile_k: int
+    tile_n: int
+    max_inflight_tiles: int
 
 
 @dataclass(frozen=True)
@@ -235,6 +240,17 @@ def _check_semantics(d: dict, src: str) -> None:
     if tcm["scheduler_reserved_kb"] >= tcm["size_kb"]:
         raise ConfigError(src, "pe.tcm.scheduler_reserved_kb",
                           f"{tcm['scheduler_reserved_kb']} must be smaller than size_kb = {tcm['size_kb']}")
+    if tcm["scheduler_reserved_kb"] + tcm["kernel_scratch_kb"] > tcm["size_kb"]:
+        raise ConfigError(src, "pe.tcm.kernel_scratch_kb",
+                          f"{tcm['kernel_scratch_kb']} + scheduler_reserved_kb "
+                          f"{tcm['scheduler_reserved_kb']} exceeds size_kb = {tcm['size_kb']}")
+    sch = d["pe"]["scheduler"]
+    elem = 2  # composite operands are staged as f16
+    tile_bytes = (sch["tile_m"] * sch["tile_k"] + sch["tile_k"] * sch["tile_n"]) * elem
+    if tile_bytes * sch["max_inflight_tiles"] > tcm["scheduler_reserved_kb"] * 1024:
+        raise ConfigError(src, "pe.scheduler.max_inflight_tiles",
+                          f"{sch['max_inflight_tiles']} tiles of {tile_bytes} bytes do not fit in "
+                          f"scheduler_reserved_kb = {tcm['scheduler_reserved_kb']}")
     ps = d["pe"]["mmu"]["page_size"]
     if ps & (ps - 1):
         raise ConfigError(src, "pe.mmu.page_size", f"must be a power of two, got {ps}")
@@ -323,6 +339,11 @@ def _freeze(d: dict, path: Path, chain: tuple[Path, ...]) -> TopologySpec:
             mac_cols=int(pe["gemm"]["mac_cols"]),
             vector_width=int(pe["math"]["vector_width"]),
             page_size=int(pe["mmu"]["page_size"]),
+            kernel_scratch_bytes=kb_to_bytes(pe["tcm"]["kernel_scratch_kb"]),
+            tile_m=int(pe["scheduler"]["tile_m"]),
+            tile_k=int(pe["scheduler"]["tile_k"]),
+            tile_n=int(pe["scheduler"]["tile_n"]),
+            max_inflight_tiles=int(pe["scheduler"]["max_inflight_tiles"]),
         ),
         emit_views=tuple(d.get("visualization", {}).get("emit_views", ["system", "sip", "cube"])),
     )

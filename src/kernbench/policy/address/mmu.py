@@ -1,59 +1,86 @@
-"""A page-table MMU: virtual pages map to physical page frames (encoded PAs)."""
+"""A page-granular MMU that stores mappings as regions.
+
+``map`` takes page-aligned (va, pa, nbytes) and records one region, so a
+tensor shard costs one entry however many pages it spans; translation is a
+bisect over region starts. Overlapping maps, unmapped accesses and partial
+unmaps of unmapped pages are :class:`MmuFault` errors.
+"""
 
 from __future__ import annotations
+
+from bisect import bisect_right
 
 from kernbench.errors import MmuFault
 
 
 class PageTableMmu:
-    """Single-level page table keyed by virtual page number.
-
-    ``map`` covers whole pages; a translation returns the encoded physical
-    address. Ranges that cross pages translate into contiguous segments.
-    """
-
     def __init__(self, page_size: int) -> None:
         if page_size <= 0 or page_size & (page_size - 1):
             raise ValueError(f"page_size must be a power of two, got {page_size}")
         self.page_size = page_size
-        self._shift = page_size.bit_length() - 1
-        self._table: dict[int, int] = {}
+        self._starts: list[int] = []  # region va starts, sorted
+        self._ends: list[int] = []
+        self._pas: list[int] = []
+
+    def _pages(self, nbytes: int) -> int:
+        return -(-nbytes // self.page_size) * self.page_size
 
     def map(self, va: int, pa: int, nbytes: int) -> None:
         if va % self.page_size or pa % self.page_size:
             raise MmuFault(f"map needs page-aligned addresses (va={va:#x}, pa={pa:#x}, "
                            f"page={self.page_size})")
-        pages = -(-nbytes // self.page_size)
-        vpn0 = va >> self._shift
-        clash = [vpn for vpn in range(vpn0, vpn0 + pages) if vpn in self._table]
-        if clash:
-            raise MmuFault(f"virtual page {clash[0] << self._shift:#x} is already mapped")
-        for k in range(pages):
-            self._table[vpn0 + k] = pa + k * self.page_size
+        if nbytes <= 0:
+            raise MmuFault(f"map of {nbytes} bytes")
+        end = va + self._pages(nbytes)
+        i = bisect_right(self._starts, va)
+        if (i and self._ends[i - 1] > va) or (i < len(self._starts) and self._starts[i] < end):
+            clash = va if i and self._ends[i - 1] > va else self._starts[i]
+            raise MmuFault(f"virtual page {clash - clash % self.page_size:#x} is already mapped")
+        self._starts.insert(i, va)
+        self._ends.insert(i, end)
+        self._pas.insert(i, pa)
 
     def unmap(self, va: int, nbytes: int) -> None:
-        pages = -(-nbytes // self.page_size)
-        vpn0 = va >> self._shift
-        missing = [vpn for vpn in range(vpn0, vpn0 + pages) if vpn not in self._table]
-        if missing:
-            raise MmuFault(f"unmap of unmapped virtual page {missing[0] << self._shift:#x}")
-        for k in range(pages):
-            del self._table[vpn0 + k]
+        """Unmap whole pages ``[va, va + nbytes)``; regions are split as needed."""
+        end = va + self._pages(nbytes)
+        pos = va
+        while pos < end:
+            i = bisect_right(self._starts, pos) - 1
+            if i < 0 or self._ends[i] <= pos:
+                raise MmuFault(f"unmap of unmapped virtual page {pos - pos % self.page_size:#x}")
+            s, e, pa = self._starts[i], self._ends[i], self._pas[i]
+            cut_end = min(e, end)
+            pieces = []
+            if s < pos:
+                pieces.append((s, pos, pa))
+            if cut_end < e:
+                pieces.append((cut_end, e, pa + (cut_end - s)))
+            del self._starts[i], self._ends[i], self._pas[i]
+            for k, (ps, pe, ppa) in enumerate(pieces):
+                self._starts.insert(i + k, ps)
+                self._ends.insert(i + k, pe)
+                self._pas.insert(i + k, ppa)
+            pos = cut_end
+
+    def region(self, va: int) -> tuple[int, int, int]:
+        """(region va start, region va end, pa of the start) containing ``va``."""
+        i = bisect_right(self._starts, va) - 1
+        if i < 0 or self._ends[i] <= va:
+            raise MmuFault(f"page fault: virtual address {va:#x} is not mapped")
+        return self._starts[i], self._ends[i], self._pas[i]
 
     def translate(self, va: int) -> int:
-        frame = self._table.get(va >> self._shift)
-        if frame is None:
-            raise MmuFault(f"page fault: virtual address {va:#x} is not mapped")
-        return frame + (va & (self.page_size - 1))
+        start, _, pa = self.region(va)
+        return pa + (va - start)
 
     def translate_range(self, va: int, nbytes: int) -> list[tuple[int, int]]:
         """Physical (pa, length) segments covering ``[va, va + nbytes)``, merged when contiguous."""
         segments: list[tuple[int, int]] = []
         pos, end = va, va + nbytes
         while pos < end:
-            page_end = ((pos >> self._shift) + 1) << self._shift
-            length = min(end, page_end) - pos
-            pa = self.translate(pos)
+            start, rend, pa0 = self.region(pos)
+            length = min(end, rend) - pos
+            pa = pa0 + (pos - start)
             if segments and segments[-1][0] + segments[-1][1] == pa:
                 segments[-1] = (segments[-1][0], segments[-1][1] + length)
             else:
@@ -63,4 +90,8 @@ class PageTableMmu:
 
     @property
     def mapped_pages(self) -> int:
-        return len(self._table)
+        return sum(e - s for s, e in zip(self._starts, self._ends, strict=True)) // self.page_size
+
+    @property
+    def regions(self) -> int:
+        return len(self._starts)

@@ -1,0 +1,64 @@
+"""Tile plans for composites: how PE_SCHEDULER walks a GEMM in supertiles.
+
+Loop order is (m tile, group of n tiles, k tile, n tile): an A tile is loaded
+once per group and reused against every B tile of the group, whose
+accumulators stay in the scheduler's reserved TCM. For a skinny GEMM (one m
+tile, the decode case) this reads A and B exactly once.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class GemmTile:
+    mi: int
+    ni: int
+    ki: int
+    m0: int  # element offsets of the tile
+    k0: int
+    n0: int
+    m: int  # tile sizes (edge tiles are smaller)
+    k: int
+    n: int
+    load_a: bool  # first use of this A tile in its n group
+    first_k: bool
+    last_k: bool
+
+
+def n_group(n_tiles: int, tile_m: int, tile_n: int, acc_budget_bytes: int,
+            acc_bpe: int = 4) -> int:
+    """How many output tiles' accumulators fit in the budget (at least one)."""
+    per_tile = tile_m * tile_n * acc_bpe
+    return max(1, min(n_tiles, acc_budget_bytes // per_tile))
+
+
+def gemm_tiles(M: int, K: int, N: int, tile_m: int, tile_k: int, tile_n: int,
+               group: int) -> list[GemmTile]:
+    mt, kt, nt = math.ceil(M / tile_m), math.ceil(K / tile_k), math.ceil(N / tile_n)
+    tiles: list[GemmTile] = []
+    for mi in range(mt):
+        m0 = mi * tile_m
+        m = min(tile_m, M - m0)
+        for g0 in range(0, nt, group):
+            group_n = range(g0, min(nt, g0 + group))
+            for ki in range(kt):
+                k0 = ki * tile_k
+                k = min(tile_k, K - k0)
+                for j, ni in enumerate(group_n):
+                    n0 = ni * tile_n
+                    tiles.append(GemmTile(mi, ni, ki, m0, k0, n0, m, k, min(tile_n, N - n0),
+                                          load_a=(j == 0), first_k=(ki == 0),
+                                          last_k=(ki == kt - 1)))
+    return tiles
+
+
+def tile_count(M: int, K: int, N: int, tile_m: int, tile_k: int, tile_n: int) -> int:
+    return math.ceil(M / tile_m) * math.ceil(K / tile_k) * math.ceil(N / tile_n)
+
+
+def chunks(numel: int, chunk: int) -> list[tuple[int, int]]:
+    """(offset, length) element chunks for elementwise composites."""
+    return [(o, min(chunk, numel - o)) for o in range(0, numel, chunk)]

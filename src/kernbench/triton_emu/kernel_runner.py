@@ -1,0 +1,90 @@
+"""Run a kernel body in a greenlet, driven by a SimPy process (ADR-0046 D2).
+
+The kernel is plain Python. When it must wait for simulated time, it switches
+to the SimPy side with an event; the process yields that event and switches
+back with its value. A kernel exception surfaces as :class:`KernelError`
+naming the kernel, the PE and the kernel source line.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable
+
+from greenlet import greenlet
+
+from kernbench.errors import SimulationError
+
+
+class KernelError(SimulationError):
+    """A kernel raised; the message says which kernel, where, and why."""
+
+
+class KernelRunner:
+    def __init__(self, env, name: str, where: str, body: Callable[[], object],
+                 kernel_file: str | None = None, on_resume: Callable[[], None] | None = None):
+        self.env = env
+        self.name = name
+        self.where = where
+        self._body = body
+        self._kernel_file = kernel_file
+        self._on_resume = on_resume
+        self._greenlet: greenlet | None = None
+        self.waiting_on: str | None = None
+        self.started = False
+        self.finished = False
+
+    def process(self, start_at: float):
+        """The SimPy process: start at ``start_at``, relay waits, return the body's value."""
+        if start_at > self.env.now:
+            yield self.env.timeout(start_at - self.env.now)
+        self.started = True
+        self._greenlet = greenlet(self._run)
+        request = self._greenlet.switch()
+        while not self._greenlet.dead:
+            value = yield request
+            request = self._greenlet.switch(value)
+        self.finished = True
+        if isinstance(request, _Failure):
+            raise request.error
+        return request
+
+    def _run(self):
+        if self._on_resume:
+            self._on_resume()
+        try:
+            return self._body()
+        except KernelError as exc:
+            return _Failure(exc)
+        except Exception as exc:  # noqa: BLE001 - re-raised with kernel context
+            return _Failure(self._describe(exc))
+
+    def wait(self, event, what: str):
+        """Called from inside the kernel: suspend until ``event`` fires."""
+        self.waiting_on = what
+        value = self._greenlet.parent.switch(event)
+        self.waiting_on = None
+        if self._on_resume:
+            self._on_resume()
+        return value
+
+    def sleep_until(self, t: float, what: str = "time") -> None:
+        if t > self.env.now:
+            self.wait(self.env.timeout(t - self.env.now), f"{what} {t:.1f} ns")
+
+    def _describe(self, exc: Exception) -> KernelError:
+        frames = traceback.extract_tb(exc.__traceback__)
+        mine = [f for f in frames if self._kernel_file and f.filename == self._kernel_file]
+        at = mine[-1] if mine else (frames[-1] if frames else None)
+        loc = f"{at.filename}:{at.lineno} ({at.line})" if at else "unknown location"
+        err = KernelError(f"kernel {self.name!r} on {self.where} failed at {loc}: "
+                          f"{type(exc).__name__}: {exc}")
+        err.__cause__ = exc
+        return err
+
+
+class _Failure:
+    __slots__ = ("error",)
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error

@@ -1,0 +1,506 @@
+"""``tl``: the kernel-side API (ADR-0046, with ADR-0061/0062/0063/0065 additions).
+
+Every call builds a :class:`PeCommand` and hands it to the PE (greenlet mode)
+or appends it to ``commands`` (command-list mode, for inspection). Semantics:
+
+* ``tl.load`` is lazy: it issues the DMA and returns a TCM handle at once; the
+  first op that consumes the handle waits for it (ADR-0062).
+* compute ops (``dot``, math, ``copy_to``, ``broadcast``) and ``tl.store``
+  block the kernel until they finish; ``tl.composite`` does not (its output
+  handle carries the pending completion, ADR-0065 D8).
+* outputs are allocated from the PE's kernel scratch with a bump cursor that
+  ``tl.scratch_scope`` rewinds (ADR-0063); a handle used after its scope ended
+  is an error, and in-flight writes into a scope finish before it is reused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from kernbench.components.numerics import ALL_MATH_OPS, UNARY
+from kernbench.triton_emu import tl_recipes
+from kernbench.triton_emu.cost_model import PeCostModel
+from kernbench.triton_emu.pe_commands import (
+    DTYPES,
+    BroadcastCmd,
+    Completion,
+    CompositeCmd,
+    CopyCmd,
+    DmaReadCmd,
+    DmaWriteCmd,
+    GemmCmd,
+    MathCmd,
+    OpSpec,
+    PeCommand,
+    PeCpuOverheadCmd,
+    Scope,
+    TensorHandle,
+    dtype_bytes,
+)
+
+ALIGN = 64
+EPILOGUE_OPS = {"bias": ("bias",), "scale": ("factor",), "add": ("other",), "relu": (),
+                "gelu": (), "silu": ()}
+_SCOPES = {"k_tile": Scope.K_TILE, "output_tile": Scope.OUTPUT_TILE, "kernel": Scope.KERNEL}
+
+_active: list[TLContext | None] = [None]
+
+
+class ScratchOverflow(RuntimeError):
+    """A kernel allocated more scratch than its PE has (use tl.scratch_scope)."""
+
+
+class _Scope:
+    __slots__ = ("cursor", "dead", "handles")
+
+    def __init__(self, cursor: int) -> None:
+        self.cursor = cursor
+        self.dead = False
+        self.handles: list[TensorHandle] = []
+
+
+class TLContext:
+    def __init__(self, *, pe_id: int = 0, num_programs: int = 1, cube_id: int = 0,
+                 num_cubes: int = 1, executor=None, scratch_base: int = 0,
+                 scratch_size: int = 1 << 20, cost_model: PeCostModel | None = None,
+                 tile_shape: tuple[int, int, int] = (32, 64, 32)) -> None:
+        self._pe_id, self._num_programs = pe_id, num_programs
+        self._cube_id, self._num_cubes = cube_id, num_cubes
+        self._exec = executor  # PE_CPU in greenlet mode; None = command-list mode
+        self._scratch_base, self._scratch_size = scratch_base, scratch_size
+        self._cursor = 0
+        self.peak_scratch = 0
+        self._scopes: list[_Scope] = []
+        self._scope_of: dict[str, _Scope] = {}
+        self._counter = 0
+        self.cost_model = cost_model or PeCostModel()
+        self.tile_shape = tile_shape
+        self.commands: list[PeCommand] = []
+
+    # -- context plumbing ----------------------------------------------------
+    @staticmethod
+    def _set_active(ctx: TLContext | None) -> None:
+        _active[0] = ctx
+
+    @staticmethod
+    def _get_active() -> TLContext:
+        ctx = _active[0]
+        if ctx is None:
+            raise RuntimeError("no active TLContext: tensor operators only work inside a kernel")
+        return ctx
+
+    def _new_id(self) -> str:
+        self._counter += 1
+        return f"h{self._counter}"
+
+    def _alloc(self, shape: tuple[int, ...], dtype: str) -> TensorHandle:
+        nbytes = max(1, math.prod(shape)) * dtype_bytes(dtype)
+        offset = self._cursor
+        self._cursor = -(-(offset + nbytes) // ALIGN) * ALIGN
+        if self._cursor > self._scratch_size:
+            raise ScratchOverflow(
+                f"TLContext scratch overflow: {nbytes} more bytes do not fit in "
+                f"{self._scratch_size} (in use: {offset}); wrap per-tile work in tl.scratch_scope()")
+        self.peak_scratch = max(self.peak_scratch, self._cursor)
+        h = TensorHandle(self._new_id(), self._scratch_base + offset, shape, dtype, "tcm", True)
+        if self._scopes:
+            self._scopes[-1].handles.append(h)
+            self._scope_of[h.id] = self._scopes[-1]
+        return h
+
+    def _emit(self, cmd: PeCommand) -> Completion | None:
+        if self._exec is None:
+            self.commands.append(cmd)
+            return None
+        return self._exec.submit(cmd)
+
+    def _check(self, *handles: TensorHandle) -> None:
+        for h in handles:
+            if not isinstance(h, TensorHandle):
+                raise TypeError(f"expected a tensor handle, got {type(h).__name__}")
+            scope = self._scope_of.get(h.id)
+            if scope is not None and scope.dead:
+                raise ValueError(f"{h} is used after the tl.scratch_scope that allocated it ended")
+
+    def _resolve(self, *handles: TensorHandle) -> None:
+        """Auto-wait (ADR-0062): a consumer waits for inputs whose end is not yet known."""
+        if self._exec is None:
+            return
+        for h in handles:
+            p = h.pending
+            if p is not None and p.done_at is None:
+                self._exec.wait(p)
+
+    def _block(self, comp: Completion | None) -> None:
+        if comp is not None:
+            self._exec.wait(comp)
+
+    def _write_now(self, h: TensorHandle, value: np.ndarray) -> None:
+        if self._exec is not None:
+            self._exec.write_now(h, value)
+
+    # -- scalars / indices -----------------------------------------------------
+    def program_id(self, axis: int = 0) -> int:
+        if axis not in (0, 1):
+            raise ValueError(f"program_id axis must be 0 (PE in cube) or 1 (cube), got {axis}")
+        return self._pe_id if axis == 0 else self._cube_id
+
+    def num_programs(self, axis: int = 0) -> int:
+        if axis not in (0, 1):
+            raise ValueError(f"num_programs axis must be 0 or 1, got {axis}")
+        return self._num_programs if axis == 0 else self._num_cubes
+
+    @staticmethod
+    def cdiv(a: int, b: int) -> int:
+        return -(-a // b)
+
+    @staticmethod
+    def element_size(dtype: str) -> int:
+        return dtype_bytes(dtype)
+
+    # -- creation (no command) -------------------------------------------------
+    def zeros(self, shape: Sequence[int], dtype: str = "f16") -> TensorHandle:
+        return self.full(shape, 0.0, dtype)
+
+    def full(self, shape: Sequence[int], value: float, dtype: str = "f16") -> TensorHandle:
+        h = self._alloc(tuple(shape), dtype)
+        self._write_now(h, np.full(h.shape, value, DTYPES[dtype]))
+        return h
+
+    def arange(self, start: int, end: int, dtype: str = "i32") -> TensorHandle:
+        h = self._alloc((end - start,), dtype)
+        self._write_now(h, np.arange(start, end).astype(DTYPES[dtype]))
+        return h
+
+    def ref(self, ptr: int, shape: Sequence[int], dtype: str = "f16",
+            row_stride: int | None = None) -> TensorHandle:
+        """An HBM view (virtual address ``ptr``) without moving data."""
+        shape = tuple(int(s) for s in shape)
+        if row_stride is not None and (len(shape) != 2 or row_stride < shape[1]):
+            raise ValueError(f"row_stride {row_stride} needs a 2-D shape whose rows fit in it")
+        dtype_bytes(dtype)
+        return TensorHandle(self._new_id(), int(ptr), shape, dtype, "hbm", False, row_stride)
+
+    # -- data movement -----------------------------------------------------------
+    def load(self, ptr: int, shape: Sequence[int], dtype: str = "f16",
+             row_stride: int | None = None) -> TensorHandle:
+        src = self.ref(ptr, shape, dtype, row_stride)
+        dst = self._alloc(src.shape, dtype)
+        dst.pending = self._emit(DmaReadCmd(src, dst))
+        return dst
+
+    def store(self, ptr: int, handle: TensorHandle, row_stride: int | None = None) -> None:
+        self._check(handle)
+        if handle.space != "tcm":
+            raise ValueError(f"tl.store needs a TCM handle, got {handle}")
+        self._resolve(handle)
+        dst = self.ref(ptr, handle.shape, handle.dtype, row_stride)
+        self._block(self._emit(DmaWriteCmd(handle, dst)))
+
+    # -- compute -------------------------------------------------------------------
+    def dot(self, a: TensorHandle, b: TensorHandle, acc: TensorHandle | None = None,
+            out_dtype: str = "f32") -> TensorHandle:
+        self._check(a, b, *(h for h in (acc,) if h is not None))
+        for h in (a, b):
+            if h.space != "tcm":
+                raise ValueError(f"tl.dot operands must be in TCM (tl.load them first), got {h}")
+        if len(a.shape) != 2 or len(b.shape) != 2 or a.shape[1] != b.shape[0]:
+            raise ValueError(f"tl.dot shapes do not chain: {a.shape} x {b.shape}")
+        shape = (a.shape[0], b.shape[1])
+        if acc is not None and (acc.shape != shape or acc.space != "tcm"):
+            raise ValueError(f"tl.dot acc must be a TCM tensor of shape {shape}, got {acc}")
+        self._resolve(a, b, *(h for h in (acc,) if h is not None))
+        out = acc if acc is not None else self._alloc(shape, out_dtype)
+        comp = self._emit(GemmCmd(a, b, out, accumulate=acc is not None))
+        self._block(comp)
+        out.pending = comp
+        return out
+
+    def _as_handle(self, x: Any, like: TensorHandle) -> TensorHandle:
+        if isinstance(x, TensorHandle):
+            self._check(x)
+            return x
+        if isinstance(x, int | float | np.floating | np.integer):
+            return self.full((1,), float(x), "f32" if like.dtype in ("f16", "f32") else like.dtype)
+        raise TypeError(f"cannot use {type(x).__name__} as a tensor operand")
+
+    def _math(self, op: str, inputs: list[Any], axis: int | None = None,
+              out_shape: tuple[int, ...] | None = None, out_dtype: str | None = None
+              ) -> TensorHandle:
+        first = next((x for x in inputs if isinstance(x, TensorHandle)), None)
+        if first is None:
+            raise TypeError(f"tl math op {op!r} needs at least one tensor operand")
+        handles = [self._as_handle(x, first) for x in inputs]
+        for h in handles:
+            if h.space != "tcm":
+                raise ValueError(f"math operands must be in TCM, got {h}")
+        if out_shape is None:
+            try:
+                out_shape = np.broadcast_shapes(*(h.shape for h in handles))
+            except ValueError:
+                raise ValueError(f"tl.{op}: shapes {[h.shape for h in handles]} do not broadcast"
+                                 ) from None
+        self._resolve(*handles)
+        out = self._alloc(tuple(out_shape), out_dtype or first.dtype)
+        comp = self._emit(MathCmd(op, tuple(handles), out, axis))
+        self._block(comp)
+        out.pending = comp
+        return out
+
+    def _unary(self, op: str, x: TensorHandle) -> TensorHandle:
+        return self._math(op, [x])
+
+    def exp(self, x): return self._unary("exp", x)  # noqa: E704
+    def log(self, x): return self._unary("log", x)  # noqa: E704
+    def sqrt(self, x): return self._unary("sqrt", x)  # noqa: E704
+    def abs(self, x): return self._unary("abs", x)  # noqa: E704
+    def sigmoid(self, x): return self._unary("sigmoid", x)  # noqa: E704
+    def cos(self, x): return self._unary("cos", x)  # noqa: E704
+    def sin(self, x): return self._unary("sin", x)  # noqa: E704
+    def relu(self, x): return self._unary("relu", x)  # noqa: E704
+
+    def maximum(self, a, b): return self._math("maximum", [a, b])  # noqa: E704
+    def minimum(self, a, b): return self._math("minimum", [a, b])  # noqa: E704
+    def add(self, a, b): return self._math("add", [a, b])  # noqa: E704
+    def sub(self, a, b): return self._math("sub", [a, b])  # noqa: E704
+    def mul(self, a, b): return self._math("mul", [a, b])  # noqa: E704
+    def div(self, a, b): return self._math("div", [a, b])  # noqa: E704
+    def fma(self, a, b, c): return self._math("fma", [a, b, c])  # noqa: E704
+    def clamp(self, x, lo, hi): return self._math("clamp", [x, lo, hi])  # noqa: E704
+    def where(self, cond, a, b): return self._math("where", [cond, a, b])  # noqa: E704
+
+    def softmax(self, x: TensorHandle, axis: int = -1) -> TensorHandle:
+        return self._math("softmax", [x], axis=axis, out_shape=x.shape)
+
+    def _reduce(self, op: str, x: TensorHandle, axis: int) -> TensorHandle:
+        self._check(x)
+        if not -len(x.shape) <= axis < len(x.shape):
+            raise ValueError(f"tl.{op}: axis {axis} out of range for shape {x.shape}")
+        shape = list(x.shape)
+        shape[axis] = 1
+        return self._math(op, [x], axis=axis, out_shape=tuple(shape))
+
+    def sum(self, x, axis: int = -1): return self._reduce("sum", x, axis)  # noqa: E704
+    def max(self, x, axis: int = -1): return self._reduce("max", x, axis)  # noqa: E704
+    def min(self, x, axis: int = -1): return self._reduce("min", x, axis)  # noqa: E704
+
+    # -- views (metadata only) -------------------------------------------------------
+    def trans(self, x: TensorHandle) -> TensorHandle:
+        """Transpose a 2-D tensor: metadata in timing, a real transpose in data mode."""
+        self._check(x)
+        if len(x.shape) != 2:
+            raise ValueError(f"tl.trans needs a 2-D tensor, got shape {x.shape}")
+        return TensorHandle(self._new_id(), x.addr, (x.shape[1], x.shape[0]), x.dtype, x.space,
+                            x.pinned, x.row_stride, not x.transposed, x.pending)
+
+    def reshape(self, x: TensorHandle, shape: Sequence[int]) -> TensorHandle:
+        """Byte-conserving view of a contiguous tensor."""
+        self._check(x)
+        shape = tuple(int(s) for s in shape)
+        if math.prod(shape) != x.numel:
+            raise ValueError(f"tl.reshape cannot turn {x.shape} into {shape} (element counts differ)")
+        if x.transposed or (x.row_stride not in (None, x.shape[-1])):
+            raise ValueError(f"tl.reshape needs a contiguous tensor, got {x}")
+        return TensorHandle(self._new_id(), x.addr, shape, x.dtype, x.space, x.pinned, None,
+                            False, x.pending)
+
+    # -- ADR-0061 broadcast ---------------------------------------------------------
+    def broadcast(self, x: TensorHandle, new_shape: Sequence[int]) -> TensorHandle:
+        self._check(x)
+        new_shape = tuple(int(s) for s in new_shape)
+        if len(new_shape) != len(x.shape) or any(
+                a != b and a != 1 for a, b in zip(x.shape, new_shape, strict=True)):
+            raise ValueError(f"tl.broadcast: {x.shape} cannot broadcast to {new_shape} "
+                             f"(each axis must match or be 1)")
+        if x.space != "tcm":
+            raise ValueError(f"tl.broadcast needs a TCM tensor, got {x}")
+        self._resolve(x)
+        out = self._alloc(new_shape, x.dtype)
+        comp = self._emit(BroadcastCmd(x, out, new_shape))
+        self._block(comp)
+        out.pending = comp
+        return out
+
+    def repeat(self, x: TensorHandle, axis: int, n: int) -> TensorHandle:
+        """Expand a size-1 ``axis`` to ``n`` (inserting it if the size is not 1)."""
+        shape = list(x.shape)
+        if not (0 <= axis < len(shape) and shape[axis] == 1):
+            shape.insert(axis, 1)
+            x = self.reshape(x, shape)
+        shape[axis] = n
+        return self.broadcast(x, shape)
+
+    # -- ADR-0063 scratch scopes -------------------------------------------------------
+    @contextlib.contextmanager
+    def scratch_scope(self):
+        scope = _Scope(self._cursor)
+        self._scopes.append(scope)
+        try:
+            yield
+        finally:
+            self._scopes.pop()
+            for h in scope.handles:  # nothing may still be writing into recycled memory
+                if h.pending is not None and self._exec is not None:
+                    self._exec.wait(h.pending)
+            scope.dead = True
+            self._cursor = scope.cursor
+
+    def copy_to(self, dst: TensorHandle, src: TensorHandle) -> None:
+        self._check(dst, src)
+        if dst.shape != src.shape or dst.dtype != src.dtype:
+            raise ValueError(f"tl.copy_to needs equal shapes and dtypes, got {dst} <- {src}")
+        if dst.space != "tcm" or src.space != "tcm":
+            raise ValueError(f"tl.copy_to copies TCM to TCM, got {dst} <- {src}")
+        self._resolve(src, dst)
+        comp = self._emit(CopyCmd(src, dst))
+        self._block(comp)
+        dst.pending = comp
+
+    # -- control -------------------------------------------------------------------------
+    def cycles(self, n: int) -> None:
+        if n < 0:
+            raise ValueError(f"tl.cycles needs n >= 0, got {n}")
+        comp = self._emit(PeCpuOverheadCmd(int(n)))
+        self._block(comp)
+
+    def wait(self, handle: TensorHandle | Completion | None = None) -> None:
+        if self._exec is None:
+            return
+        if handle is None:
+            self._exec.wait_all()
+        elif isinstance(handle, TensorHandle):
+            if handle.pending is not None:
+                self._exec.wait(handle.pending)
+        elif isinstance(handle, Completion):
+            self._exec.wait(handle)
+        else:
+            raise TypeError(f"tl.wait takes a tensor handle, a completion or None, got {handle!r}")
+
+    # -- composites (ADR-0065) ---------------------------------------------------------------
+    def composite(self, op: str = "gemm", a: TensorHandle | None = None,
+                  b: TensorHandle | None = None, out: TensorHandle | None = None,
+                  out_ptr: int | None = None, math_op: str | None = None,
+                  epilogue: Sequence[dict | OpSpec] | None = None,
+                  prologue: Sequence[dict] | None = None, acc_dtype: str = "f32",
+                  out_dtype: str | None = None, tile_shape: tuple[int, int, int] | None = None
+                  ) -> TensorHandle:
+        """Issue a tiled composite and return its output handle (non-blocking)."""
+        pro_ops: list[OpSpec] = []
+        rw: list[TensorHandle] = []
+        primary = None
+        for item in prologue or ():
+            ops, item_rw, item_primary = tl_recipes.expand(item, self._alloc)
+            pro_ops += ops
+            rw += [h for h in item_rw if h not in rw]
+            if item_primary is not None:
+                primary = item_primary
+        if op == "gemm":
+            if primary is not None:
+                if a is not None:
+                    raise ValueError("auto-bind conflict: the prologue recipe's primary output "
+                                     "binds the GEMM's 'a'; do not pass a= as well")
+                a = primary
+            if a is None or b is None:
+                raise ValueError("tl.composite(op='gemm') needs a and b")
+            self._check(a, b)
+            if len(a.shape) != 2 or len(b.shape) != 2 or a.shape[1] != b.shape[0]:
+                raise ValueError(f"composite gemm shapes do not chain: {a.shape} x {b.shape}")
+            M, K, N = a.shape[0], a.shape[1], b.shape[1]
+            out = self._composite_out(out, out_ptr, (M, N), out_dtype or acc_dtype)
+            head = OpSpec("gemm", Scope.KERNEL, {"a": a, "b": b}, {"m": M, "k": K, "n": N}, out)
+        elif op == "math":
+            if math_op not in ALL_MATH_OPS or math_op not in UNARY:
+                raise ValueError(f"composite math_op must be an elementwise unary op "
+                                 f"({', '.join(sorted(UNARY))}), got {math_op!r}")
+            if a is None:
+                raise ValueError("tl.composite(op='math') needs a")
+            self._check(a)
+            out = self._composite_out(out, out_ptr, a.shape, out_dtype or a.dtype)
+            head = OpSpec(math_op, Scope.KERNEL, {"a": a}, {}, out)
+        else:
+            raise ValueError(f"tl.composite op must be 'gemm' or 'math', got {op!r}")
+        epi_ops = [self._epilogue(item, out) for item in epilogue or ()]
+        ops = tuple(pro_ops) + (head,) + tuple(epi_ops)
+        if sum(1 for o in ops if o.kind == "gemm") > 1:
+            raise ValueError("a composite may hold at most one GEMM op")
+        accumulate = any(o.kind == "add" and o.operands.get("other") is out for o in epi_ops)
+        if accumulate and out not in rw:
+            rw.append(out)
+        cmd = CompositeCmd(ops, tuple(rw), tile_shape)
+        self.cost_model.check_composite(cmd.logical_bytes)
+        comp = self._emit(cmd)
+        out.pending = comp
+        return out
+
+    def _composite_out(self, out, out_ptr, shape, dtype) -> TensorHandle:
+        if out is not None and out_ptr is not None:
+            raise ValueError("pass either out= or out_ptr=, not both")
+        if out is not None:
+            self._check(out)
+            if tuple(out.shape) != tuple(shape):
+                raise ValueError(f"composite out has shape {out.shape}, expected {shape}")
+            return out
+        if out_ptr is not None:
+            return self.ref(out_ptr, shape, dtype)
+        return self._alloc(tuple(shape), dtype)
+
+    def _epilogue(self, item: dict | OpSpec, out: TensorHandle) -> OpSpec:
+        if isinstance(item, OpSpec):
+            return item
+        if not isinstance(item, dict) or "op" not in item:
+            raise ValueError(f"epilogue items are dicts with an 'op', got {item!r}")
+        kind = item["op"]
+        if kind not in EPILOGUE_OPS:
+            raise ValueError(f"unknown epilogue op {kind!r} (allowed: {', '.join(EPILOGUE_OPS)})")
+        scope_name = item.get("scope", "output_tile")
+        if scope_name not in _SCOPES:
+            raise ValueError(f"epilogue scope must be one of {', '.join(_SCOPES)}, got {scope_name!r}")
+        needed = EPILOGUE_OPS[kind]
+        missing = [f for f in needed if f not in item]
+        if missing:
+            raise ValueError(f"epilogue {kind!r} needs field(s) {missing}")
+        unknown = set(item) - {"op", "scope", *needed}
+        if unknown:
+            raise ValueError(f"epilogue {kind!r} got unknown field(s) {sorted(unknown)}")
+        operands, extra = {}, {}
+        for f in needed:
+            if isinstance(item[f], TensorHandle):
+                self._check(item[f])
+                operands[f] = item[f]
+            else:
+                extra[f] = item[f]
+        return OpSpec(kind, _SCOPES[scope_name], operands, extra)
+
+
+def _binary(op: str, swap: bool = False):
+    def method(self: TensorHandle, other):
+        ctx = TLContext._get_active()
+        return ctx._math(op, [other, self] if swap else [self, other])
+
+    return method
+
+
+TensorHandle.__add__ = _binary("add")
+TensorHandle.__radd__ = _binary("add", swap=True)
+TensorHandle.__sub__ = _binary("sub")
+TensorHandle.__rsub__ = _binary("sub", swap=True)
+TensorHandle.__mul__ = _binary("mul")
+TensorHandle.__rmul__ = _binary("mul", swap=True)
+TensorHandle.__truediv__ = _binary("div")
+TensorHandle.__rtruediv__ = _binary("div", swap=True)
+
+
+def run_kernel(kernel_fn, tl: TLContext, *args, **kwargs):
+    """Run a kernel in command-list mode (no simulation) and return its commands."""
+    previous = _active[0]
+    TLContext._set_active(tl)
+    try:
+        kernel_fn(*args, tl=tl, **kwargs)
+    finally:
+        TLContext._set_active(previous)
+    return tl.commands

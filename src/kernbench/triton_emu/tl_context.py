@@ -188,9 +188,22 @@ class TLContext:
 
     # -- data movement -----------------------------------------------------------
     def load(self, ptr: int, shape: Sequence[int], dtype: str = "f16",
-             row_stride: int | None = None) -> TensorHandle:
+             row_stride: int | None = None, out: TensorHandle | None = None) -> TensorHandle:
+        """Issue an HBM -> TCM read and return at once (lazy, ADR-0062).
+
+        ``out`` reuses an existing TCM buffer (explicit double buffering); the
+        load then waits for earlier work that still uses that buffer.
+        """
         src = self.ref(ptr, shape, dtype, row_stride)
-        dst = self._alloc(src.shape, dtype)
+        if out is None:
+            dst = self._alloc(src.shape, dtype)
+        else:
+            self._check(out)
+            if out.space != "tcm" or out.shape != src.shape or out.dtype != dtype:
+                raise ValueError(f"tl.load out= must be a TCM tensor of shape {src.shape} "
+                                 f"and dtype {dtype}, got {out}")
+            self._resolve(out)
+            dst = out
         dst.pending = self._emit(DmaReadCmd(src, dst))
         return dst
 

@@ -77,8 +77,10 @@ class PeCpu:
         self.t = max(self.t, self._latest)
 
     def write_now(self, handle, value) -> None:
-        if self.pe.data is not None:
-            self.pe.data.write(handle, value, self.pe.mmu)
+        """Initialise a new TCM tensor at the CPU's current time (tl.zeros/full/arange)."""
+        data = self.pe.data
+        if data is not None:
+            data.at(self.t, lambda: data.write(handle, value, self.pe.mmu))
 
     # -- kernel lifecycle ---------------------------------------------------------------------
     def launch(self, name: str, fn, args: tuple, kwargs: dict, start_at: float, *,

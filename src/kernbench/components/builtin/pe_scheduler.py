@@ -83,13 +83,16 @@ class PeScheduler:
     def _compute_chain(self, t_ready: float, in_bytes: int, out_bytes: int, engine_run,
                        name: str, kind: str, params: dict | None, stage: str,
                        prefix: str = "") -> tuple[float, float]:
-        """FETCH inputs -> engine -> STORE result. Returns (start, end)."""
+        """FETCH inputs -> engine -> STORE result. Returns (start, end).
+
+        A non-empty ``prefix`` marks stages of a composite (logged as TileTokens).
+        """
         pe, now = self.pe, self.now
         fs = pe.fetch_store
         f0, f1 = fs.fetch.book(t_ready, fs.transfer_ns(in_bytes), now)
         e0, e1, e_done = engine_run(f1)
         s0, s1 = fs.store.book(e_done, fs.transfer_ns(out_bytes), now)
-        self._log(f0, f1, "pe_fetch_store", "memory", prefix + ("TileToken/FETCH" if prefix else "fetch"), "FETCH")
+        self._log(f0, f1, "pe_fetch_store", "memory", "TileToken/FETCH" if prefix else "fetch", "FETCH")
         unit = "pe_gemm" if kind == "gemm" else "pe_math"
         self._log(e0, e1, unit, kind, name, stage, params)
         self._log(s0, s1, "pe_fetch_store", "memory", "TileToken/STORE" if prefix else "store", "STORE")
@@ -191,23 +194,20 @@ class PeScheduler:
         handles = {h.id for op in cmd.ops for h in (*op.operands.values(), op.out) if h is not None}
         rw = {h.id for h in cmd.rw_handles}
         blockers = [c for c, c_rw in self._inflight if c_rw & (handles | rw)]
+        # producers of the operands as of issue time (handles are re-pointed later)
+        deps = [h.pending for op in cmd.ops for h in (*op.operands.values(), op.out)
+                if h is not None and h.pending is not None]
         self._inflight.append((comp, rw | {op.out.id for op in cmd.ops if op.out is not None}))
-        self.pe.env.process(self._run_composite(cmd, t_rx, comp, blockers))
+        self.pe.env.process(self._run_composite(cmd, t_rx, comp, blockers + deps))
         return comp
 
-    def _run_composite(self, cmd: CompositeCmd, t_rx: float, comp: Completion, blockers):
+    def _run_composite(self, cmd: CompositeCmd, t_rx: float, comp: Completion, waits):
         env = self.pe.env
         t0 = t_rx + self.overhead_ns
-        for c in blockers:  # strict FIFO on shared read-write handles
+        for c in waits:  # strict FIFO on shared read-write handles, then operand producers
             if c.done_at is None:
                 yield c.event
             t0 = max(t0, c.done_at)
-        for op in cmd.ops:
-            for h in (*op.operands.values(), op.out):
-                if h is not None and h.pending is not None and h.pending is not comp:
-                    if h.pending.done_at is None:
-                        yield h.pending.event
-                    t0 = max(t0, h.pending.done_at)
         if t0 > env.now:
             yield env.timeout(t0 - env.now)
         g = cmd.gemm_index

@@ -1,0 +1,1 @@
+"""Kernels: plain Python functions that see only ``tl`` (plus ints and floats)."""

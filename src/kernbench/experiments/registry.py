@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from kernbench.experiments import transfer
+from kernbench.experiments import gemm, transfer
 
-EXPERIMENTS: dict[str, ModuleType] = {transfer.NAME: transfer}
+EXPERIMENTS: dict[str, ModuleType] = {transfer.NAME: transfer, gemm.NAME: gemm}
 
 
 def get(name: str) -> ModuleType:

@@ -56,6 +56,7 @@ class OpLogger:
         self.counts: Counter[str] = Counter()
         self._stage: defaultdict[tuple[str, str], tuple[list[float], list[float]]] = \
             defaultdict(lambda: ([], []))
+        self._owner: dict[str, str] = {}
 
     def record(self, t_start: float, t_end: float, component_id: str, op_kind: str,
                op_name: str, params: dict[str, Any] | None = None,
@@ -65,8 +66,10 @@ class OpLogger:
             raise ValueError(f"op_kind must be one of {OP_KINDS}, got {op_kind!r}")
         self.counts[op_name] += 1
         if stage is not None:
-            pe = nm.pe_of(component_id)
-            owner = nm.pe_prefix(*pe) if pe else component_id
+            owner = self._owner.get(component_id)
+            if owner is None:
+                pe = nm.pe_of(component_id)
+                owner = self._owner[component_id] = nm.pe_prefix(*pe) if pe else component_id
             starts, ends = self._stage[(owner, stage)]
             starts.append(t_start)
             ends.append(t_end)

@@ -327,7 +327,7 @@ class PeScheduler:
         spec = pe.spec.pe
         a, b, out = head.operands["a"], head.operands["b"], head.out
         M, K, N = head.extra["m"], head.extra["k"], head.extra["n"]
-        tm, tk, tn = cmd.tile_shape or (spec.tile_m, spec.tile_k, spec.tile_n)
+        tm, tk, tn = cmd.tile_shape or _supertile(spec, N, K)
         bpe_a, bpe_b = dtype_bytes(a.dtype), dtype_bytes(b.dtype)
         bpe_out = dtype_bytes(out.dtype)
         buffers = spec.max_inflight_tiles * (tm * tk * bpe_a + tk * tn * bpe_b)
@@ -337,10 +337,16 @@ class PeScheduler:
         o_epi = [op for op in epilogues if op.scope is Scope.OUTPUT_TILE]
         fs, gemm, dma = pe.fetch_store, pe.gemm, pe.dma
         slots: list[float] = []
-        acc_free: dict[int, float] = {}
+        acc_free: dict[int, float] = {}  # when the array may take this accumulator's next k step
+        acc_done: dict[int, float] = {}  # when its partial sums (and k-tile epilogues) are in
         a_ready = max(t0, ready_at(a)) if a.pinned else t0
         b_ready = max(t0, ready_at(b)) if b.pinned else t0
         a_tile_done = t0
+        # a skinny A row panel (decode) fits in the reserved TCM: fetch it with one DMA per
+        # m tile instead of one small DMA per k step
+        a_panel = (not a.pinned and not a.transposed and a.row_stride in (None, K)
+                   and min(tm, M) * K * bpe_a <= budget // 2)
+        panel_mi = -1
         end = t0
         first_gemm = None
         commits: list[tuple[float, int, int, int, int]] = []
@@ -353,6 +359,12 @@ class PeScheduler:
             now = env.now
             if a.pinned:
                 ra = a_ready
+            elif a_panel:
+                if tile.mi != panel_mi:
+                    panel_mi = tile.mi
+                    _, a_tile_done = dma.read(_view_va(a, tile.m0, 0), tile.m * K * bpe_a, now, now,
+                                              "TileToken/DMA_READ", "DMA_READ", {"operand": "a"})
+                ra = a_tile_done
             else:
                 if tile.load_a:
                     _, a_tile_done = dma.read(_view_va(a, tile.m0, tile.k0), tile.m * tile.k * bpe_a,
@@ -367,6 +379,8 @@ class PeScheduler:
             f0, f1 = fs.fetch.book(max(ra, rb), fs.transfer_ns(
                 tile.m * tile.k * bpe_a + tile.k * tile.n * bpe_b), now)
             heapq.heappush(slots, f1)
+            # k steps of one output tile follow each other through the array; their
+            # partial sums drain into the accumulators without waiting for the fill
             g0, g_free, g_done = gemm.run(max(f1, acc_free.get(tile.ni, 0.0)),
                                           tile.m, tile.k, tile.n, now)
             first_gemm = g0 if first_gemm is None else first_gemm
@@ -374,12 +388,12 @@ class PeScheduler:
             self._log(f0, f1, "pe_fetch_store", "memory", "TileToken/FETCH", "FETCH")
             self._log(g0, g_free, "pe_gemm", "gemm", "TileToken/GEMM", "GEMM",
                       {"m": tile.m, "k": tile.k, "n": tile.n})
-            t = g_done
+            t = max(g_done, acc_done.get(tile.ni, 0.0))
             for op in k_epi + (o_epi if tile.last_k else []):
                 e0, e1 = pe.math.book(t, pe.math.service_ns(tile.m * tile.n), now)
                 self._log(e0, e1, "pe_math", "math", "TileToken/MATH", "MATH", {"op": op.kind})
                 t = e1
-            acc_free[tile.ni] = max(acc_free[tile.ni], t)
+            acc_done[tile.ni] = t
             if not tile.last_k:
                 continue
             s0, s1 = fs.store.book(t, fs.transfer_ns(tile.m * tile.n * bpe_out), now)
@@ -418,6 +432,15 @@ class PeScheduler:
         for t, m0, n0, m, n in commits:
             self._data_at(t, lambda m0=m0, n0=n0, m=m, n=n: self.pe.data.write_block(
                 out, m0, n0, box["v"][m0:m0 + m, n0:n0 + n], self.pe.mmu))
+
+
+def _supertile(pe, N: int, K: int) -> tuple[int, int, int]:
+    """Default supertile; narrow outputs get deeper K tiles so DMAs keep their size."""
+    tm, tk, tn = pe.tile_m, pe.tile_k, pe.tile_n
+    if N < tn:
+        tk = min(max(K, tk), tk * (tn // N))
+        tn = N
+    return tm, tk, tn
 
 
 def _epilogue(op: OpSpec, acc: np.ndarray, read, out) -> np.ndarray:

@@ -1,0 +1,87 @@
+"""The ``gemm`` experiment: shapes x kernel variants (primitive, prefetch, composite),
+on one PE or split by columns over the PEs of a CUBE.
+
+Workload = a GEMM shape (the per-CUBE shard of a Llama-3 projection, or a
+synthetic one); variant = kernel and PE count. Each point reports the kernel
+time, the busy time of every pipeline stage, MAC utilisation, PE_CPU
+dispatch, and the roofline prediction with its relative error.
+"""
+
+from __future__ import annotations
+
+from kernbench.errors import ConfigError
+from kernbench.experiments.models.roofline import gemm_roofline
+from kernbench.kernels.gemm import VARIANTS
+from kernbench.policy.placement import DPPolicy
+from kernbench.runtime_api.context import RuntimeContext
+from kernbench.sim_engine.engine import GraphEngine
+from kernbench.topology.graph import TopologyGraph
+from kernbench.topology.spec import TopologySpec
+
+NAME = "gemm"
+STAGES = ("DMA_READ", "FETCH", "GEMM", "MATH", "STORE", "DMA_WRITE", "PE_CPU")
+
+
+def expand(block: dict, spec: TopologySpec, source: str) -> tuple[list[tuple[str, dict]],
+                                                                  list[tuple[str, dict]]]:
+    workloads = [(shape["name"], dict(shape)) for shape in block["shapes"]]
+    variants = []
+    for vid, v in block["variants"].items():
+        pes = v["pes"]
+        if pes > spec.pes_per_cube:
+            raise ConfigError(source, f"experiments.gemm.variants.{vid}.pes",
+                              f"{pes} exceeds the {spec.pes_per_cube} PEs of a CUBE in {spec.name}")
+        for i, shape in enumerate(block["shapes"]):
+            if shape["n"] % pes:
+                raise ConfigError(source, f"experiments.gemm.shapes[{i}].n",
+                                  f"{shape['n']} does not split over the {pes} PEs of variant {vid}")
+        variants.append((vid, dict(v)))
+    return workloads, variants
+
+
+def run(graph: TopologyGraph, workload: dict, variant: dict) -> dict:
+    spec = graph.spec
+    M, K, N = int(workload["m"]), int(workload["k"]), int(workload["n"])
+    kernel, pes = variant["kernel"], int(variant["pes"])
+    engine = GraphEngine(graph, keep_records=False)
+    ctx = RuntimeContext(engine)
+    split = DPPolicy(pe="column_wise", num_pes=pes) if pes > 1 else DPPolicy()
+    a = ctx.empty((M, K), "f16", dp=DPPolicy(num_pes=pes), name="A")
+    b = ctx.empty((K, N), "f16", dp=split, name="B")
+    c = ctx.empty((M, N), "f32", dp=split, name="C")
+    handle = ctx.wait(ctx.launch(f"gemm-{kernel}", VARIANTS[kernel], a, b, c, M, K, N // pes,
+                                 dp=DPPolicy(num_pes=pes)))
+    kernel_ns = handle.kernel_ns
+    busy = engine.op_log.stage_busy()
+    units = [engine.pe(0, 0, p) for p in range(pes)]
+    stage_ns = {s: sum(busy.get(u.prefix, {}).get(s, 0.0) for u in units) / pes for s in STAGES}
+    roof = gemm_roofline(spec, M, K, N // pes)
+    peak_macs_per_ns = spec.pe.mac_rows * spec.pe.mac_cols * spec.pe.clock_ghz * pes
+    util = 100.0 * M * K * N / (kernel_ns * peak_macs_per_ns)
+    cycles = sum(u.cpu.dispatch_cycles for u in units) / pes
+    commands = sum(u.cpu.commands for u in units) / pes
+    return {
+        "metrics": {
+            "latency_ns": kernel_ns,
+            "host_ns": handle.host_ns,
+            "mac_util_pct": util,
+            "stage_busy_ns": stage_ns,
+            "dispatch_cycles_per_pe": cycles,
+            "commands_per_pe": commands,
+            "tflops": 2.0 * M * K * N / kernel_ns / 1000.0,
+        },
+        "prediction": {
+            "model": "roofline: max(array cycles, minimum bytes / slice bandwidth)",
+            "latency_ns": roof.roofline_ns,
+            "compute_ns": roof.compute_ns,
+            "memory_ns": roof.memory_ns,
+            "bound": roof.bound,
+            "util_pct": roof.util_pct,
+            "rel_error": abs(kernel_ns - roof.roofline_ns) / roof.roofline_ns,
+        },
+        "op_counts": dict(sorted(engine.op_log.counts.items())),
+        "occupancy": {u.prefix: {k: 100.0 * v / kernel_ns for k, v in u.engine_busy_ns().items()}
+                      for u in units[:1]},
+        "labels": {"shape": workload["name"], "m": M, "k": K, "n": N, "kernel": kernel, "pes": pes,
+                   "group": workload.get("group", "")},
+    }

@@ -94,8 +94,10 @@ def test_defaults_are_filled_from_the_schema(tmp_path):
 
 def test_sweep_expands_topology_x_workload_x_variant():
     sweep = load_sweep_file(ROOT / "config" / "config.yaml", ROOT)
-    # 16 probe flows on each 4x4 topology, 5 sizes, 2 variants, 2 topologies
-    assert len(sweep.jobs) == 2 * 16 * 5 * 2
+    # transfer: 16 probe flows on each 4x4 topology, 5 sizes, 2 variants, 2 topologies;
+    # gemm: 24 shapes x 6 variants on one topology
+    assert len([j for j in sweep.jobs if j.experiment == "transfer"]) == 2 * 16 * 5 * 2
+    assert len([j for j in sweep.jobs if j.experiment == "gemm"]) == 24 * 6
     outputs = sweep.outputs()
     assert len(set(outputs)) == len(outputs)
     job = sweep.by_output()["results/raw/transfer/default/pe-local-hbm_1MiB/contention.json"]

@@ -22,13 +22,15 @@ class KernelError(SimulationError):
 
 class KernelRunner:
     def __init__(self, env, name: str, where: str, body: Callable[[], object],
-                 kernel_file: str | None = None, on_resume: Callable[[], None] | None = None):
+                 kernel_file: str | None = None, on_resume: Callable[[], None] | None = None,
+                 on_leave: Callable[[], None] | None = None):
         self.env = env
         self.name = name
         self.where = where
         self._body = body
         self._kernel_file = kernel_file
         self._on_resume = on_resume
+        self._on_leave = on_leave
         self._greenlet: greenlet | None = None
         self.waiting_on: str | None = None
         self.started = False
@@ -41,13 +43,20 @@ class KernelRunner:
         self.started = True
         self._greenlet = greenlet(self._run)
         request = self._greenlet.switch()
+        self._leave()
         while not self._greenlet.dead:
             value = yield request
             request = self._greenlet.switch(value)
+            self._leave()
         self.finished = True
         if isinstance(request, _Failure):
             raise request.error
         return request
+
+    def _leave(self) -> None:
+        """Back on the SimPy side: no kernel context is active outside kernels."""
+        if self._on_leave:
+            self._on_leave()
 
     def _run(self):
         if self._on_resume:

@@ -127,15 +127,6 @@ class TLContext:
             if scope is not None and scope.dead:
                 raise ValueError(f"{h} is used after the tl.scratch_scope that allocated it ended")
 
-    def _resolve(self, *handles: TensorHandle) -> None:
-        """Auto-wait (ADR-0062): a consumer waits for inputs whose end is not yet known."""
-        if self._exec is None:
-            return
-        for h in handles:
-            p = h.pending
-            if p is not None and p.done_at is None:
-                self._exec.wait(p)
-
     def _block(self, comp: Completion | None) -> None:
         if comp is not None:
             self._exec.wait(comp)
@@ -202,8 +193,7 @@ class TLContext:
             if out.space != "tcm" or out.shape != src.shape or out.dtype != dtype:
                 raise ValueError(f"tl.load out= must be a TCM tensor of shape {src.shape} "
                                  f"and dtype {dtype}, got {out}")
-            self._resolve(out)
-            dst = out
+            dst = out  # the scheduler orders this write after the buffer's readers
         dst.pending = self._emit(DmaReadCmd(src, dst))
         return dst
 
@@ -211,7 +201,6 @@ class TLContext:
         self._check(handle)
         if handle.space != "tcm":
             raise ValueError(f"tl.store needs a TCM handle, got {handle}")
-        self._resolve(handle)
         dst = self.ref(ptr, handle.shape, handle.dtype, row_stride)
         self._block(self._emit(DmaWriteCmd(handle, dst)))
 
@@ -227,7 +216,6 @@ class TLContext:
         shape = (a.shape[0], b.shape[1])
         if acc is not None and (acc.shape != shape or acc.space != "tcm"):
             raise ValueError(f"tl.dot acc must be a TCM tensor of shape {shape}, got {acc}")
-        self._resolve(a, b, *(h for h in (acc,) if h is not None))
         out = acc if acc is not None else self._alloc(shape, out_dtype)
         comp = self._emit(GemmCmd(a, b, out, accumulate=acc is not None))
         self._block(comp)
@@ -258,7 +246,6 @@ class TLContext:
             except ValueError:
                 raise ValueError(f"tl.{op}: shapes {[h.shape for h in handles]} do not broadcast"
                                  ) from None
-        self._resolve(*handles)
         out = self._alloc(tuple(out_shape), out_dtype or first.dtype)
         comp = self._emit(MathCmd(op, tuple(handles), out, axis))
         self._block(comp)
@@ -308,8 +295,9 @@ class TLContext:
         self._check(x)
         if len(x.shape) != 2:
             raise ValueError(f"tl.trans needs a 2-D tensor, got shape {x.shape}")
-        return TensorHandle(self._new_id(), x.addr, (x.shape[1], x.shape[0]), x.dtype, x.space,
-                            x.pinned, x.row_stride, not x.transposed, x.pending)
+        return self._view_of(x, TensorHandle(self._new_id(), x.addr, (x.shape[1], x.shape[0]),
+                                             x.dtype, x.space, x.pinned, x.row_stride,
+                                             not x.transposed, x.pending))
 
     def reshape(self, x: TensorHandle, shape: Sequence[int]) -> TensorHandle:
         """Byte-conserving view of a contiguous tensor."""
@@ -319,8 +307,15 @@ class TLContext:
             raise ValueError(f"tl.reshape cannot turn {x.shape} into {shape} (element counts differ)")
         if x.transposed or (x.row_stride not in (None, x.shape[-1])):
             raise ValueError(f"tl.reshape needs a contiguous tensor, got {x}")
-        return TensorHandle(self._new_id(), x.addr, shape, x.dtype, x.space, x.pinned, None,
-                            False, x.pending)
+        return self._view_of(x, TensorHandle(self._new_id(), x.addr, shape, x.dtype, x.space,
+                                             x.pinned, None, False, x.pending))
+
+    def _view_of(self, base: TensorHandle, view: TensorHandle) -> TensorHandle:
+        """A view dies with the scratch scope of the tensor it views."""
+        scope = self._scope_of.get(base.id)
+        if scope is not None:
+            self._scope_of[view.id] = scope
+        return view
 
     # -- ADR-0061 broadcast ---------------------------------------------------------
     def broadcast(self, x: TensorHandle, new_shape: Sequence[int]) -> TensorHandle:
@@ -332,7 +327,6 @@ class TLContext:
                              f"(each axis must match or be 1)")
         if x.space != "tcm":
             raise ValueError(f"tl.broadcast needs a TCM tensor, got {x}")
-        self._resolve(x)
         out = self._alloc(new_shape, x.dtype)
         comp = self._emit(BroadcastCmd(x, out, new_shape))
         self._block(comp)
@@ -356,10 +350,9 @@ class TLContext:
         try:
             yield
         finally:
+            # recycled memory is safe: PE_SCHEDULER orders later writers after the
+            # ops still reading or writing it (address hazards), without a CPU stall
             self._scopes.pop()
-            for h in scope.handles:  # nothing may still be writing into recycled memory
-                if h.pending is not None and self._exec is not None:
-                    self._exec.wait(h.pending)
             scope.dead = True
             self._cursor = scope.cursor
 
@@ -369,7 +362,6 @@ class TLContext:
             raise ValueError(f"tl.copy_to needs equal shapes and dtypes, got {dst} <- {src}")
         if dst.space != "tcm" or src.space != "tcm":
             raise ValueError(f"tl.copy_to copies TCM to TCM, got {dst} <- {src}")
-        self._resolve(src, dst)
         comp = self._emit(CopyCmd(src, dst))
         self._block(comp)
         dst.pending = comp
@@ -382,6 +374,8 @@ class TLContext:
         self._block(comp)
 
     def wait(self, handle: TensorHandle | Completion | None = None) -> None:
+        if handle is not None and not isinstance(handle, TensorHandle | Completion):
+            raise TypeError(f"tl.wait takes a tensor handle, a completion or None, got {handle!r}")
         if self._exec is None:
             return
         if handle is None:
@@ -389,10 +383,8 @@ class TLContext:
         elif isinstance(handle, TensorHandle):
             if handle.pending is not None:
                 self._exec.wait(handle.pending)
-        elif isinstance(handle, Completion):
-            self._exec.wait(handle)
         else:
-            raise TypeError(f"tl.wait takes a tensor handle, a completion or None, got {handle!r}")
+            self._exec.wait(handle)
 
     # -- composites (ADR-0065) ---------------------------------------------------------------
     def composite(self, op: str = "gemm", a: TensorHandle | None = None,
@@ -407,6 +399,8 @@ class TLContext:
         rw: list[TensorHandle] = []
         primary = None
         for item in prologue or ():
+            self._check(*(v for v in (item.values() if isinstance(item, dict) else ())
+                          if isinstance(v, TensorHandle)))
             ops, item_rw, item_primary = tl_recipes.expand(item, self._alloc)
             pro_ops += ops
             rw += [h for h in item_rw if h not in rw]
@@ -447,7 +441,8 @@ class TLContext:
         cmd = CompositeCmd(ops, tuple(rw), tile_shape)
         self.cost_model.check_composite(cmd.logical_bytes)
         comp = self._emit(cmd)
-        out.pending = comp
+        for h in (out, *rw):  # everything the composite writes is pending until it ends
+            h.pending = comp
         return out
 
     def _composite_out(self, out, out_ptr, shape, dtype) -> TensorHandle:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import inspect
 
+from kernbench.components.builtin.hazards import accesses
 from kernbench.triton_emu.kernel_runner import KernelRunner
 from kernbench.triton_emu.pe_commands import (
     Completion,
@@ -41,6 +42,26 @@ class PeCpu:
 
     # -- the executor interface TLContext calls ------------------------------------------
     def submit(self, cmd) -> Completion:
+        """Dispatch ``cmd``: auto-wait for inputs if it blocks, pay dispatch, hand it on.
+
+        Hazards are resolved by address (``hazards.AccessTracker``): a blocking op
+        waits on the CPU for the producers of its inputs (ADR-0062's auto-wait at
+        first use); every other dependency delays the op on its engine, not the CPU.
+        """
+        sched = self.pe.scheduler
+        tracker = sched.hazards
+        tracker.prune(min(self.t, self.pe.env.now))
+        reads, writes = accesses(cmd)
+        raw, other = tracker.deps(reads, writes)
+        lazy = isinstance(cmd, DmaReadCmd | CompositeCmd)
+        if not lazy:
+            for comp in raw:
+                self.wait(comp)
+        if not isinstance(cmd, CompositeCmd):
+            for comp in (other if not lazy else raw + other):  # analytic ops need known times
+                if comp.done_at is None:
+                    self.runner.wait(comp.event, f"{comp.label} completion")
+        deps = raw + other
         cycles = self.cost.dispatch_cycles(cmd)
         t0 = self.t
         self.t = t0 + cycles / self.clock_ghz
@@ -54,13 +75,13 @@ class PeCpu:
         if isinstance(cmd, _DMA):
             # hand the request to the shared fabric at its issue time (bookings in time order)
             self.runner.sleep_until(self.t, "DMA issue at")
-        sched = self.pe.scheduler
         if isinstance(cmd, CompositeCmd):
-            comp = sched.start_composite(cmd, self.t)
+            comp = sched.start_composite(cmd, self.t, deps)
             self._open.append(comp)
         else:
-            comp = sched.execute(cmd, self.t)
+            comp = sched.execute(cmd, self.t, deps)
             self._latest = max(self._latest, comp.done_at)
+        tracker.record(reads, writes, comp)
         return comp
 
     def wait(self, comp: Completion) -> None:
@@ -77,10 +98,19 @@ class PeCpu:
         self.t = max(self.t, self._latest)
 
     def write_now(self, handle, value) -> None:
-        """Initialise a new TCM tensor at the CPU's current time (tl.zeros/full/arange)."""
+        """Initialise a new TCM tensor (tl.zeros/full/arange) at the CPU's time, after
+        any op still using that (possibly recycled) memory."""
+        tracker = self.pe.scheduler.hazards
+        raw, other = tracker.deps([], [handle])
+        t = self.t
+        for comp in raw + other:
+            if comp.done_at is None:
+                self.runner.wait(comp.event, f"{comp.label} completion")
+            t = max(t, comp.done_at)
+        tracker.record([], [handle], Completion(t, label="init"))
         data = self.pe.data
         if data is not None:
-            data.at(self.t, lambda: data.write(handle, value, self.pe.mmu))
+            data.at(t, lambda: data.write(handle, value, self.pe.mmu))
 
     # -- kernel lifecycle ---------------------------------------------------------------------
     def launch(self, name: str, fn, args: tuple, kwargs: dict, start_at: float, *,
@@ -115,5 +145,6 @@ class PeCpu:
         except TypeError:
             kernel_file = None
         self.runner = KernelRunner(self.pe.env, name, self.pe.prefix, body, kernel_file,
-                                   on_resume=lambda: TLContext._set_active(tl))
+                                   on_resume=lambda: TLContext._set_active(tl),
+                                   on_leave=lambda: TLContext._set_active(None))
         return self.pe.env.process(self.runner.process(start_at))

@@ -17,6 +17,7 @@ import heapq
 import numpy as np
 
 from kernbench.components import numerics
+from kernbench.components.builtin.hazards import AccessTracker
 from kernbench.components.tiling import chunks, gemm_tiles, n_group
 from kernbench.triton_emu.pe_commands import (
     BroadcastCmd,
@@ -47,6 +48,8 @@ def ready_at(h: TensorHandle) -> float:
 
 def _view_va(h: TensorHandle, r0: int, c0: int) -> int:
     """Virtual address of element (r0, c0) of a 2-D HBM view (transposed views swap)."""
+    if len(h.shape) != 2:
+        return h.addr
     bpe = dtype_bytes(h.dtype)
     if h.transposed:
         stride = h.row_stride or h.shape[0]
@@ -60,7 +63,7 @@ class PeScheduler:
         self.pe = pe
         self.node_id = pe.ids["pe_scheduler"]
         self.overhead_ns = pe.spec.pe.overhead_ns["pe_scheduler"]
-        self._inflight: list[tuple[Completion, set[str]]] = []
+        self.hazards = AccessTracker()
 
     # -- helpers ----------------------------------------------------------------
     @property
@@ -99,8 +102,9 @@ class PeScheduler:
         return f0, s1
 
     # -- single-op commands -------------------------------------------------------
-    def execute(self, cmd, t_rx: float) -> Completion:
-        t = t_rx + self.overhead_ns
+    def execute(self, cmd, t_rx: float, deps: list[Completion] = ()) -> Completion:
+        """Time a single-op command; ``deps`` are hazards with known end times."""
+        t = max([t_rx + self.overhead_ns] + [c.done_at for c in deps])
         if isinstance(cmd, DmaReadCmd):
             return self._dma_read(cmd, t)
         if isinstance(cmd, DmaWriteCmd):
@@ -189,22 +193,22 @@ class PeScheduler:
         return s, e, e
 
     # -- composites ---------------------------------------------------------------
-    def start_composite(self, cmd: CompositeCmd, t_rx: float) -> Completion:
+    def start_composite(self, cmd: CompositeCmd, t_rx: float,
+                        deps: list[Completion] = ()) -> Completion:
+        """Feed ``cmd``'s tile plan from a SimPy process once ``deps`` have completed.
+
+        ``deps`` come from the address hazard table: in-flight ops whose writes
+        this composite reads, or whose reads/writes it overwrites. Two composites
+        sharing a read-write handle therefore run in dispatch order (strict FIFO).
+        """
         comp = Completion(event=self.pe.env.event(), label="composite")
-        handles = {h.id for op in cmd.ops for h in (*op.operands.values(), op.out) if h is not None}
-        rw = {h.id for h in cmd.rw_handles}
-        blockers = [c for c, c_rw in self._inflight if c_rw & (handles | rw)]
-        # producers of the operands as of issue time (handles are re-pointed later)
-        deps = [h.pending for op in cmd.ops for h in (*op.operands.values(), op.out)
-                if h is not None and h.pending is not None]
-        self._inflight.append((comp, rw | {op.out.id for op in cmd.ops if op.out is not None}))
-        self.pe.env.process(self._run_composite(cmd, t_rx, comp, blockers + deps))
+        self.pe.env.process(self._run_composite(cmd, t_rx, comp, list(deps)))
         return comp
 
     def _run_composite(self, cmd: CompositeCmd, t_rx: float, comp: Completion, waits):
         env = self.pe.env
         t0 = t_rx + self.overhead_ns
-        for c in waits:  # strict FIFO on shared read-write handles, then operand producers
+        for c in waits:
             if c.done_at is None:
                 yield c.event
             t0 = max(t0, c.done_at)
@@ -212,9 +216,7 @@ class PeScheduler:
             yield env.timeout(t0 - env.now)
         g = cmd.gemm_index
         if g is None:
-            end = t0
-            for op in cmd.ops:
-                end = yield from self._stream_or_single(op, end)
+            end = yield from self._math_composite(cmd, t0)
         else:
             end = t0
             for op in cmd.ops[:g]:
@@ -239,7 +241,6 @@ class PeScheduler:
         self.pe.op_log.record(t0, end, self.node_id, "gemm" if g is not None else "math",
                               f"composite_{head.kind}", params, "COMPOSITE")
         comp.done_at = end
-        self._inflight = [(c, rw) for c, rw in self._inflight if c is not comp]
         comp.event.succeed(end)
 
     def _single_shot(self, op: OpSpec, t: float) -> float:
@@ -263,25 +264,31 @@ class PeScheduler:
             self._data_at(end, lambda: self._write(out, box["v"]))
         return end
 
-    def _stream_or_single(self, op: OpSpec, t: float):
-        """A composite MATH op: streamed in chunks when an operand lives in HBM."""
-        hbm = [h for h in op.operands.values() if not h.pinned]
-        out = op.out
-        if not hbm and (out is None or out.space == "tcm"):
-            return self._single_shot(op, t)
-        return (yield from self._math_stream(op, t))
+    def _math_composite(self, cmd: CompositeCmd, t0: float):
+        """No GEMM: KERNEL ops run once in order; the head elementwise op (the one with
+        operand ``a``) is streamed in chunks with its epilogues applied per chunk."""
+        head_i = next((i for i, op in enumerate(cmd.ops) if "a" in op.operands), None)
+        end = t0
+        for i, op in enumerate(cmd.ops):
+            if head_i is not None and i == head_i:
+                epi = [e for e in cmd.ops[i + 1:] if e.scope is not Scope.KERNEL]
+                end = yield from self._math_stream(op, epi, end)
+            elif op.scope is Scope.KERNEL:
+                end = self._single_shot(op, end)
+        return end
 
-    def _math_stream(self, op: OpSpec, t0: float):
+    def _math_stream(self, op: OpSpec, epilogues: list[OpSpec], t0: float):
+        """Stream an elementwise op through DMA (for HBM operands) -> MATH -> STORE."""
         pe, env = self.pe, self.pe.env
         spec = pe.spec.pe
         out = op.out
-        names = sorted(op.operands)
-        inputs = [op.operands[n] for n in names]
-        for h in (*inputs, out):
-            if h is not None and h.space == "hbm" and h.row_stride not in (None, h.shape[-1]):
+        x = op.operands["a"]
+        for h in (x, out):
+            if h.space == "hbm" and h.row_stride not in (None, h.shape[-1]):
                 raise ValueError(f"streamed MATH operand {h} must be contiguous in HBM")
         numel = out.numel
         chunk = spec.tile_m * spec.tile_n
+        bpe_x, bpe_o = dtype_bytes(x.dtype), dtype_bytes(out.dtype)
         slots: list[float] = []
         end = t0
         first = None
@@ -291,32 +298,37 @@ class PeScheduler:
                 t_issue = max(t_issue, heapq.heappop(slots))
             if t_issue > env.now:
                 yield env.timeout(t_issue - env.now)
-            ready = t_issue
-            for h in inputs:
-                bpe = dtype_bytes(h.dtype)
-                if h.pinned:
-                    continue
-                _, done = pe.dma.read(h.addr + off * bpe, n * bpe, t_issue, env.now,
-                                      "TileToken/DMA_READ", "DMA_READ")
-                ready = max(ready, done)
-            in_bytes = sum(n * dtype_bytes(h.dtype) for h in inputs)
-            out_bytes = n * dtype_bytes(out.dtype)
-            s0, s1 = self._compute_chain(ready, in_bytes, out_bytes,
-                                         lambda r, n=n: self._math_run(r, n), op.kind, "math",
-                                         {"elements": n}, "MATH", prefix="tile:")
-            first = s0 if first is None else first
-            heapq.heappush(slots, s1)
+            ready = max(t_issue, ready_at(x)) if x.pinned else t_issue
+            if not x.pinned:
+                _, ready = pe.dma.read(x.addr + off * bpe_x, n * bpe_x, t_issue, env.now,
+                                       "TileToken/DMA_READ", "DMA_READ", {"operand": "a"})
+            fs = pe.fetch_store
+            f0, f1 = fs.fetch.book(ready, fs.transfer_ns(n * bpe_x), env.now)
+            m0, m1 = self._math_run(f1, n)[:2]
+            self._log(f0, f1, "pe_fetch_store", "memory", "TileToken/FETCH", "FETCH")
+            self._log(m0, m1, "pe_math", "math", "TileToken/MATH", "MATH", {"op": op.kind})
+            t = m1
+            for e in epilogues:
+                e0, e1 = self._math_run(t, n)[:2]
+                self._log(e0, e1, "pe_math", "math", "TileToken/MATH", "MATH", {"op": e.kind})
+                t = e1
+            s0, s1 = fs.store.book(t, fs.transfer_ns(n * bpe_o), env.now)
+            self._log(s0, s1, "pe_fetch_store", "memory", "TileToken/STORE", "STORE")
+            first = f0 if first is None else first
+            heapq.heappush(slots, f1)
             tile_end = s1
             if out.space == "hbm":
-                _, tile_end = pe.dma.write(out.addr + off * dtype_bytes(out.dtype), out_bytes, s1,
-                                           env.now, "TileToken/DMA_WRITE", "DMA_WRITE")
+                _, tile_end = pe.dma.write(out.addr + off * bpe_o, n * bpe_o, s1, env.now,
+                                           "TileToken/DMA_WRITE", "DMA_WRITE")
             end = max(end, tile_end)
         if pe.data is not None:
             box = {}
 
             def compute():
-                vals = {nm_: self._read(h) for nm_, h in zip(names, inputs, strict=True)}
-                box["v"] = _recipe_compute(op, vals)
+                value = numerics.compute(op.kind, [self._read(x)])
+                for e in epilogues:
+                    value = _epilogue(e, value, self._read, out)
+                box["v"] = value
 
             self._data_at(first, compute)
             self._data_at(end, lambda: self._write(out, box["v"]))

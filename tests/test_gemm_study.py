@@ -1,0 +1,85 @@
+"""GEMM study acceptance: the composite tracks the roofline; primitives lose, and why."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import yaml
+
+from kernbench.experiments import gemm
+from kernbench.topology import load_topology
+
+from .conftest import ROOT, TOPOLOGIES
+
+CONFIG = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+SHAPES = CONFIG["experiments"]["gemm"]["shapes"]
+
+
+@pytest.fixture(scope="module")
+def graph():
+    return load_topology(TOPOLOGIES / "default.yaml")
+
+
+@pytest.fixture(scope="module")
+def composite_points(graph):
+    return {s["name"]: gemm.run(graph, s, {"kernel": "composite", "pes": 1}) for s in SHAPES}
+
+
+def test_study_has_24_shapes_from_memory_to_compute_bound(composite_points):
+    bounds = {p["prediction"]["bound"] for p in composite_points.values()}
+    assert len(SHAPES) == 24 and bounds == {"memory", "compute"}
+    names = {s["name"] for s in SHAPES}
+    for model in ("l8b", "l70b"):
+        for phase in ("decode", "prefill"):
+            assert any(n.startswith(model) and n.endswith(phase) for n in names)
+
+
+def test_composite_is_within_5_percent_of_roofline_when_compute_bound(composite_points):
+    compute = {n: p for n, p in composite_points.items() if p["prediction"]["bound"] == "compute"}
+    assert len(compute) >= 10
+    for name, p in compute.items():
+        assert p["prediction"]["rel_error"] <= 0.05, (name, p["prediction"])
+        assert p["metrics"]["latency_ns"] >= p["prediction"]["latency_ns"]  # never beats the bound
+
+
+def test_composite_streams_memory_bound_shapes_at_the_bandwidth_bound(composite_points):
+    """Simulated = bound + a constant pipeline latency: unit slope, so the relative gap
+    shrinks below 10 % once the bound dwarfs that fixed head + tail latency."""
+    mem = {n: p for n, p in composite_points.items() if p["prediction"]["bound"] == "memory"}
+    assert len(mem) >= 8
+    roof = np.array([p["prediction"]["latency_ns"] for p in mem.values()])
+    sim = np.array([p["metrics"]["latency_ns"] for p in mem.values()])
+    slope, offset = np.polyfit(roof, sim, 1)
+    assert 0.99 <= slope <= 1.02, slope
+    assert 0 < offset < 0.05 * roof.max()
+    for (name, p), r, s in zip(mem.items(), roof, sim, strict=True):
+        assert s >= r, name
+        if r >= 10 * offset:
+            assert p["prediction"]["rel_error"] <= 0.10, (name, p["prediction"]["rel_error"])
+
+
+@pytest.mark.parametrize("shape", ["l8b-q-decode", "l70b-q-decode", "l8b-q-prefill", "sq256"])
+def test_primitive_variants_are_slower_and_the_breakdown_says_why(graph, shape, composite_points):
+    s = next(x for x in SHAPES if x["name"] == shape)
+    comp = composite_points[shape]
+    prim = gemm.run(graph, s, {"kernel": "primitive", "pes": 1})
+    pref = gemm.run(graph, s, {"kernel": "prefetch", "pes": 1})
+    assert comp["metrics"]["latency_ns"] < pref["metrics"]["latency_ns"] < prim["metrics"]["latency_ns"]
+    for p in (prim, pref):
+        # one descriptor per tile step instead of one per kernel ...
+        assert p["metrics"]["commands_per_pe"] > 100 * comp["metrics"]["commands_per_pe"]
+        assert p["metrics"]["stage_busy_ns"]["PE_CPU"] > 50 * comp["metrics"]["stage_busy_ns"]["PE_CPU"]
+        # ... and engines idle while the kernel waits: the GEMM stage fills less of the time
+        busy = p["metrics"]["stage_busy_ns"]["GEMM"] / p["metrics"]["latency_ns"]
+        comp_busy = comp["metrics"]["stage_busy_ns"]["GEMM"] / comp["metrics"]["latency_ns"]
+        assert busy < comp_busy
+    # prefetching hides DMA: less time with only DMA in flight than the primitive kernel
+    assert pref["metrics"]["latency_ns"] - pref["metrics"]["stage_busy_ns"]["DMA_READ"] < \
+        prim["metrics"]["latency_ns"] - prim["metrics"]["stage_busy_ns"]["DMA_READ"]
+
+
+def test_cube_split_divides_compute_bound_time_by_the_pe_count(graph, composite_points):
+    s = next(x for x in SHAPES if x["name"] == "l70b-q-prefill")
+    cube = gemm.run(graph, s, {"kernel": "composite", "pes": 8})
+    one = composite_points["l70b-q-prefill"]
+    assert one["metrics"]["latency_ns"] / cube["metrics"]["latency_ns"] == pytest.approx(8, rel=0.05)

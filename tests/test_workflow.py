@@ -77,3 +77,23 @@ def test_job_cli_writes_identical_bytes_twice(tmp_path):
         assert proc.returncode == 0, proc.stderr
         outs.append(out.read_bytes())
     assert outs[0] == outs[1]
+
+
+def test_a_gemm_only_sweep_builds_its_own_paper(tmp_path):
+    import yaml
+
+    work = copy_workflow(tmp_path)
+    (work / "config" / "gemm_only.yaml").write_text(yaml.safe_dump({
+        "topologies": {"small_2x2": "config/topologies/small_2x2.yaml"},
+        "experiments": {"gemm": {
+            "topologies": ["small_2x2"],
+            "shapes": [{"name": "tiny", "m": 32, "k": 64, "n": 32, "group": "prefill"}],
+            "variants": {"composite": {"kernel": "composite", "pes": 1}},
+        }},
+    }))
+    proc = run(SNAKEMAKE + ["--cores", "2", "--configfile", "config/gemm_only.yaml"], work)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    values = (work / "report" / "generated" / "values.tex").read_text()
+    assert r"kb@transfer/present\endcsname{0}" in values
+    assert r"kb@gemm/present\endcsname{1}" in values
+    assert (work / "report" / "build" / "paper.pdf").read_bytes()[:5] == b"%PDF-"

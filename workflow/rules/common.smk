@@ -30,7 +30,10 @@ validate(config, "../schemas/config.schema.yaml", set_default=True)
 JOBS = SWEEP.by_output()
 EXPERIMENTS = SWEEP.experiments
 TABLES = expand("results/tables/{experiment}.csv", experiment=EXPERIMENTS)
-FIGURE_NAMES = {"transfer": ["transfer_latency", "transfer_bandwidth"]}
+FIGURE_NAMES = {
+    "transfer": ["transfer_latency", "transfer_bandwidth"],
+    "gemm": ["gemm_breakdown", "gemm_util", "gemm_util_vs_roofline"],
+}
 FIGURES = [
     f"results/figures/{name}.{ext}"
     for experiment in EXPERIMENTS

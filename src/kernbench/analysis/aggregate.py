@@ -9,6 +9,9 @@ from pathlib import Path
 import pandas as pd
 
 CATEGORY_ORDER = {"h2d": 0, "d2h": 1, "pe_dma": 2, "mcpu_dma": 3}
+GEMM_GROUP_ORDER = {"decode": 0, "prefill": 1, "synthetic": 2}
+GEMM_KERNEL_ORDER = {"primitive": 0, "prefetch": 1, "composite": 2}
+GEMM_STAGES = ("DMA_READ", "FETCH", "GEMM", "MATH", "STORE", "DMA_WRITE", "PE_CPU")
 FLOAT_FORMAT = "%.6g"
 
 
@@ -59,7 +62,65 @@ def write_transfer_table(record_paths: Iterable[str | Path], out_csv: str | Path
     return out
 
 
-TABLE_WRITERS = {"transfer": write_transfer_table}
+def busy_column(stage: str) -> str:
+    """Column of the gemm table holding a stage's per-PE busy time."""
+    return f"busy_{stage.lower()}_ns"
+
+
+def gemm_frame(records: list[dict]) -> pd.DataFrame:
+    """One row per GEMM record; ``vs_composite`` = latency over the composite kernel's
+    latency for the same topology, shape and PE count (empty when there is none)."""
+    rows = []
+    for r in records:
+        m, p, lab = r["metrics"], r["prediction"], r["labels"]
+        busy = m["stage_busy_ns"]
+        rows.append({
+            "topology": r["topology"],
+            "group": lab.get("group") or "",
+            "shape": lab["shape"],
+            "m": lab["m"], "k": lab["k"], "n": lab["n"],
+            "variant": r["variant"],
+            "kernel": lab["kernel"],
+            "pes": lab["pes"],
+            "latency_ns": m["latency_ns"],
+            "host_ns": m["host_ns"],
+            "predicted_ns": p["latency_ns"],
+            "compute_ns": p["compute_ns"],
+            "memory_ns": p["memory_ns"],
+            "bound": p["bound"],
+            "rel_error": p["rel_error"],
+            "mac_util_pct": m["mac_util_pct"],
+            "roofline_util_pct": p["util_pct"],
+            "tflops": m["tflops"],
+            "dispatch_cycles_per_pe": m["dispatch_cycles_per_pe"],
+            "commands_per_pe": m["commands_per_pe"],
+            "supertiles_per_pe": m["supertiles_per_pe"],
+            **{busy_column(s): float(busy.get(s, 0.0)) for s in GEMM_STAGES},
+            "config_hash": r["provenance"]["config_hash"],
+        })
+    df = pd.DataFrame(rows)
+    if df.empty:
+        return df
+    key = ["topology", "shape", "pes"]
+    comp = df[df["kernel"] == "composite"].drop_duplicates(key)[key + ["latency_ns"]]
+    df = df.merge(comp.rename(columns={"latency_ns": "_comp"}), on=key, how="left")
+    df.insert(df.columns.get_loc("rel_error") + 1, "vs_composite", df["latency_ns"] / df["_comp"])
+    df["_g"] = df["group"].map(GEMM_GROUP_ORDER).fillna(len(GEMM_GROUP_ORDER))
+    df["_k"] = df["kernel"].map(GEMM_KERNEL_ORDER).fillna(len(GEMM_KERNEL_ORDER))
+    df = df.sort_values(["topology", "_g", "m", "k", "n", "shape", "pes", "_k", "variant"],
+                        kind="mergesort").drop(columns=["_g", "_k", "_comp"])
+    return df.reset_index(drop=True)
+
+
+def write_gemm_table(record_paths: Iterable[str | Path], out_csv: str | Path) -> Path:
+    df = gemm_frame(load_records(record_paths))
+    out = Path(out_csv)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    df.to_csv(out, index=False, float_format=FLOAT_FORMAT, lineterminator="\n")
+    return out
+
+
+TABLE_WRITERS = {"transfer": write_transfer_table, "gemm": write_gemm_table}
 
 
 def write_table(experiment: str, record_paths: Iterable[str | Path], out_csv: str | Path) -> Path:

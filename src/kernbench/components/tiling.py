@@ -28,6 +28,15 @@ class GemmTile:
     last_k: bool
 
 
+def supertile(tile: tuple[int, int, int], K: int, N: int) -> tuple[int, int, int]:
+    """The supertile for a GEMM: narrow outputs get deeper K tiles so DMAs keep their size."""
+    tm, tk, tn = tile
+    if N < tn:
+        tk = min(max(K, tk), tk * (tn // N))
+        tn = N
+    return tm, tk, tn
+
+
 def n_group(n_tiles: int, tile_m: int, tile_n: int, acc_budget_bytes: int,
             acc_bpe: int = 4) -> int:
     """How many output tiles' accumulators fit in the budget (at least one)."""

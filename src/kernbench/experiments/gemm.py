@@ -9,6 +9,7 @@ dispatch, and the roofline prediction with its relative error.
 
 from __future__ import annotations
 
+from kernbench.components.tiling import supertile, tile_count
 from kernbench.errors import ConfigError
 from kernbench.experiments.models.roofline import gemm_roofline
 from kernbench.kernels.gemm import VARIANTS
@@ -56,6 +57,7 @@ def run(graph: TopologyGraph, workload: dict, variant: dict) -> dict:
     units = [engine.pe(0, 0, p) for p in range(pes)]
     stage_ns = {s: sum(busy.get(u.prefix, {}).get(s, 0.0) for u in units) / pes for s in STAGES}
     roof = gemm_roofline(spec, M, K, N // pes)
+    tile = supertile((spec.pe.tile_m, spec.pe.tile_k, spec.pe.tile_n), K, N // pes)
     peak_macs_per_ns = spec.pe.mac_rows * spec.pe.mac_cols * spec.pe.clock_ghz * pes
     util = 100.0 * M * K * N / (kernel_ns * peak_macs_per_ns)
     cycles = sum(u.cpu.dispatch_cycles for u in units) / pes
@@ -69,6 +71,8 @@ def run(graph: TopologyGraph, workload: dict, variant: dict) -> dict:
             "dispatch_cycles_per_pe": cycles,
             "commands_per_pe": commands,
             "tflops": 2.0 * M * K * N / kernel_ns / 1000.0,
+            "supertile": list(tile),
+            "supertiles_per_pe": tile_count(M, K, N // pes, *tile),
         },
         "prediction": {
             "model": "roofline: max(array cycles, minimum bytes / slice bandwidth)",

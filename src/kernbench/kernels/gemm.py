@@ -14,7 +14,6 @@ Pointers are virtual byte addresses of row-major matrices. Three variants:
 from __future__ import annotations
 
 F16, F32 = 2, 4
-TILE = (32, 64, 32)
 
 
 def _output_tiles(M: int, K: int, N: int, tile: tuple[int, int, int]):
@@ -26,7 +25,8 @@ def _output_tiles(M: int, K: int, N: int, tile: tuple[int, int, int]):
             yield m0, n0, min(tm, M - m0), min(tn, N - n0), ks
 
 
-def gemm_primitive(a: int, b: int, c: int, M: int, K: int, N: int, *, tl, tile=TILE) -> None:
+def gemm_primitive(a: int, b: int, c: int, M: int, K: int, N: int, *, tl, tile=None) -> None:
+    tile = tile or tl.supertile(K, N)  # the scheduler's tile: same DMA sizes as the composite
     for m0, n0, m, n, ks in _output_tiles(M, K, N, tile):
         with tl.scratch_scope():
             acc = tl.zeros((m, n), "f32")
@@ -38,7 +38,8 @@ def gemm_primitive(a: int, b: int, c: int, M: int, K: int, N: int, *, tl, tile=T
             tl.store(c + (m0 * N + n0) * F32, acc, row_stride=N)
 
 
-def gemm_prefetch(a: int, b: int, c: int, M: int, K: int, N: int, *, tl, tile=TILE) -> None:
+def gemm_prefetch(a: int, b: int, c: int, M: int, K: int, N: int, *, tl, tile=None) -> None:
+    tile = tile or tl.supertile(K, N)
     steps = [(m0, n0, k0, m, n, k) for m0, n0, m, n, ks in _output_tiles(M, K, N, tile)
              for k0, k in ks]
     shapes = {(m, k) for _, _, _, m, _, k in steps} | {(k, n) for _, _, _, _, n, k in steps}

@@ -7,10 +7,42 @@ from pathlib import Path
 import pandas as pd
 
 from kernbench import __version__
+from kernbench.report.gemm_report import gemm_table, gemm_values
 from kernbench.report.hardware_table import hardware_table
 from kernbench.report.latex import escape, num, values_file, write
 from kernbench.report.transfer_report import transfer_table, transfer_values
 from kernbench.topology import load_topology
+from kernbench.triton_emu.cost_model import PeCostModel
+
+
+def pe_values(spec) -> dict[str, str]:
+    """PE compute, scheduler and dispatch cost-model constants of a topology."""
+    pe = spec.pe
+    cost = PeCostModel.from_spec(spec)
+    macs = pe.mac_rows * pe.mac_cols
+    return {
+        "hw/clock": num(pe.clock_ghz, 1),
+        "hw/macrows": num(pe.mac_rows, 0),
+        "hw/maccols": num(pe.mac_cols, 0),
+        "hw/macs": num(macs, 0),
+        "hw/petflops": num(2 * macs * pe.clock_ghz / 1000, 3).rstrip("0").rstrip("."),
+        "hw/fillcycles": num(pe.mac_rows + pe.mac_cols, 0),
+        "hw/gemmns": num(pe.overhead_ns["pe_gemm"], 1),
+        "hw/tile/m": num(pe.tile_m, 0),
+        "hw/tile/k": num(pe.tile_k, 0),
+        "hw/tile/n": num(pe.tile_n, 0),
+        "hw/tile/kib": num((pe.tile_m * pe.tile_k + pe.tile_k * pe.tile_n) * 2 / 1024, 0),
+        "hw/inflight": num(pe.max_inflight_tiles, 0),
+        "hw/tcmreservedkib": num(pe.tcm_reserved_bytes // 1024, 0),
+        "hw/dmans": num(pe.overhead_ns["pe_dma"], 0),
+        "hw/hbmns": num(spec.hbm.ctrl_overhead_ns, 0),
+        "hw/dispatch/fixedcomposite": num(cost.fixed_per_cmd_cycles, 0),
+        "hw/dispatch/fixedsingle": num(cost.fixed_per_single_op_cmd_cycles, 0),
+        "hw/dispatch/r": f"{cost.byte_cycles_recip:g}",
+        "hw/dispatch/bytespercycle": num(1.0 / cost.byte_cycles_recip, 0)
+        if cost.byte_cycles_recip else r"$\infty$",
+        "hw/dispatch/cap": num(cost.max_composite_logical_bytes, 0),
+    }
 
 
 def generate(config: dict, tables: dict[str, str | Path], out_dir: str | Path,
@@ -38,11 +70,22 @@ def generate(config: dict, tables: dict[str, str | Path], out_dir: str | Path,
         "hw/uciebw": num(s.ucie.bw_gbs, 0),
         "hw/grid": f"{graph.mesh.n_rows}$\\times${graph.mesh.n_cols}",
     }
+    values.update(pe_values(s))
     written = [write(out / "hardware_table.tex", hardware_table(graph))]
     if "transfer" in tables:
         df = pd.read_csv(tables["transfer"])
         values.update(transfer_values(df))
         written.append(write(out / "transfer_table.tex", transfer_table(df)))
+    # the paper typesets the GEMM study only when the sweep ran it (\ifnum\kbv{gemm/present})
+    values["gemm/present"] = "1" if "gemm" in tables else "0"
+    values["transfer/present"] = "1" if "transfer" in tables else "0"
+    if "gemm" in tables:
+        df = pd.read_csv(tables["gemm"], keep_default_na=False,
+                         na_values={"vs_composite": [""]})
+        topo = str(df["topology"].iloc[0]) if len(df) else None
+        spec = load_topology(config["topologies"][topo]).spec if topo in config["topologies"] else s
+        values.update(gemm_values(df, PeCostModel.from_spec(spec)))
+        written.append(write(out / "gemm_table.tex", gemm_table(df)))
     written.insert(0, write(out / "values.tex", values_file(values)))
     if expected is not None:
         missing = sorted(set(map(str, expected)) - {str(p) for p in written})

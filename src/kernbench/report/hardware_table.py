@@ -5,6 +5,7 @@ from __future__ import annotations
 from kernbench.report.latex import escape, tabular
 from kernbench.report.yaml_comments import chain_comments
 from kernbench.topology.graph import TopologyGraph
+from kernbench.triton_emu.cost_model import PeCostModel
 
 
 def hardware_rows(graph: TopologyGraph) -> list[tuple[str, str, str, str]]:
@@ -12,6 +13,7 @@ def hardware_rows(graph: TopologyGraph) -> list[tuple[str, str, str, str]]:
     s, mesh = graph.spec, graph.mesh
     pe = s.pe
     macs = pe.mac_rows * pe.mac_cols
+    cost = PeCostModel.from_spec(s)
     return [
         ("System", "SIPs", f"{s.sips.count} ({s.sips.topology.replace('_', ' ')}, "
                            f"{s.sips.w}x{s.sips.h})", "system.sips.topology"),
@@ -47,6 +49,17 @@ def hardware_rows(graph: TopologyGraph) -> list[tuple[str, str, str, str]]:
         ("PE", "HBM slice", f"{s.hbm_slice_bytes / 2**30:g} GiB, {s.slice_bw_gbs:g} GB/s",
          "cube.memory_map.pseudo_channels"),
         ("PE", "DMA latency", f"{pe.overhead_ns['pe_dma']:g} ns", "pe.overhead_ns.pe_dma"),
+        ("PE", "Supertile (m, k, n)", f"{pe.tile_m} x {pe.tile_k} x {pe.tile_n}",
+         "pe.scheduler.tile_k"),
+        ("PE", "Tiles in flight", f"{pe.max_inflight_tiles}", "pe.scheduler.max_inflight_tiles"),
+        ("PE", "Dispatch, composite", f"F = {cost.fixed_per_cmd_cycles:g} cycles",
+         "pe.pe_cost_model.fixed_per_cmd_cycles"),
+        ("PE", "Dispatch, single op", f"F = {cost.fixed_per_single_op_cmd_cycles:g} cycles",
+         "pe.pe_cost_model.fixed_per_single_op_cmd_cycles"),
+        ("PE", "Dispatch, per byte", f"R = {cost.byte_cycles_recip:g} cycles",
+         "pe.pe_cost_model.byte_cycles_recip"),
+        ("PE", "Composite size cap", f"{cost.max_composite_logical_bytes} bytes",
+         "pe.pe_cost_model.max_composite_logical_bytes"),
     ]
 
 

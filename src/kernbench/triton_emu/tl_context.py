@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from kernbench.components.numerics import ALL_MATH_OPS, UNARY
+from kernbench.components.tiling import supertile
 from kernbench.triton_emu import tl_recipes
 from kernbench.triton_emu.cost_model import PeCostModel
 from kernbench.triton_emu.pe_commands import (
@@ -153,6 +154,10 @@ class TLContext:
     @staticmethod
     def element_size(dtype: str) -> int:
         return dtype_bytes(dtype)
+
+    def supertile(self, K: int, N: int) -> tuple[int, int, int]:
+        """The (M, K, N) tile PE_SCHEDULER would use for a GEMM with this K and N."""
+        return supertile(self.tile_shape, K, N)
 
     # -- creation (no command) -------------------------------------------------
     def zeros(self, shape: Sequence[int], dtype: str = "f16") -> TensorHandle:

@@ -1,24 +1,21 @@
 """PE_SCHEDULER: runs the commands PE_CPU dispatches on the PE's engines.
 
 Single-op commands are timed analytically when they arrive: an op starts when
-its inputs are ready and its engine is free (FETCH -> engine -> STORE for
-compute). A composite becomes a tile plan fed by a SimPy process: DMA_READ
-(only for operands that are not pinned in TCM) -> FETCH -> GEMM -> epilogue
--> STORE -> DMA_WRITE (only for an HBM output), with up to
-``max_inflight_tiles`` tiles in flight so DMA overlaps compute. Composites
-whose handles overlap an in-flight composite's read-write handles wait for it
-(strict FIFO, ADR-0065 D6.3). The scheduler knows no recipe names.
+its inputs are ready, its hazards have cleared and its engine is free (FETCH ->
+engine -> STORE for compute). A composite goes to the :class:`CompositeFeeder`.
+In-flight reads and writes are tracked by address (``hazards.AccessTracker``),
+so composites that share read-write handles run in dispatch order (strict
+FIFO, ADR-0065 D6.3). The scheduler knows no recipe names.
 """
 
 from __future__ import annotations
 
-import heapq
-
 import numpy as np
 
 from kernbench.components import numerics
+from kernbench.components.builtin.composite_feeder import CompositeFeeder
 from kernbench.components.builtin.hazards import AccessTracker
-from kernbench.components.tiling import chunks, gemm_tiles, n_group
+from kernbench.components.builtin.pe_ops import PeOps, ready_at, view_va
 from kernbench.triton_emu.pe_commands import (
     BroadcastCmd,
     Completion,
@@ -28,34 +25,8 @@ from kernbench.triton_emu.pe_commands import (
     DmaWriteCmd,
     GemmCmd,
     MathCmd,
-    OpSpec,
-    Scope,
     TensorHandle,
-    dtype_bytes,
 )
-
-ACC_BYTES = 4  # composite accumulators are f32
-
-
-def ready_at(h: TensorHandle) -> float:
-    p = h.pending
-    if p is None:
-        return 0.0
-    if p.done_at is None:
-        raise RuntimeError(f"{h} is still being produced; the kernel must wait for it first")
-    return p.done_at
-
-
-def _view_va(h: TensorHandle, r0: int, c0: int) -> int:
-    """Virtual address of element (r0, c0) of a 2-D HBM view (transposed views swap)."""
-    if len(h.shape) != 2:
-        return h.addr
-    bpe = dtype_bytes(h.dtype)
-    if h.transposed:
-        stride = h.row_stride or h.shape[0]
-        return h.addr + (c0 * stride + r0) * bpe
-    stride = h.row_stride or h.shape[1]
-    return h.addr + (r0 * stride + c0) * bpe
 
 
 class PeScheduler:
@@ -64,42 +35,8 @@ class PeScheduler:
         self.node_id = pe.ids["pe_scheduler"]
         self.overhead_ns = pe.spec.pe.overhead_ns["pe_scheduler"]
         self.hazards = AccessTracker()
-
-    # -- helpers ----------------------------------------------------------------
-    @property
-    def now(self) -> float:
-        return self.pe.env.now
-
-    def _log(self, t0, t1, unit, kind, name, stage, params=None):
-        self.pe.op_log.record(t0, t1, self.pe.ids[unit], kind, name, params, stage)
-
-    def _data_at(self, t, fn):
-        if self.pe.data is not None:
-            self.pe.data.at(t, fn)
-
-    def _read(self, h):
-        return self.pe.data.read(h, self.pe.mmu)
-
-    def _write(self, h, value):
-        self.pe.data.write(h, value, self.pe.mmu)
-
-    def _compute_chain(self, t_ready: float, in_bytes: int, out_bytes: int, engine_run,
-                       name: str, kind: str, params: dict | None, stage: str,
-                       prefix: str = "") -> tuple[float, float]:
-        """FETCH inputs -> engine -> STORE result. Returns (start, end).
-
-        A non-empty ``prefix`` marks stages of a composite (logged as TileTokens).
-        """
-        pe, now = self.pe, self.now
-        fs = pe.fetch_store
-        f0, f1 = fs.fetch.book(t_ready, fs.transfer_ns(in_bytes), now)
-        e0, e1, e_done = engine_run(f1)
-        s0, s1 = fs.store.book(e_done, fs.transfer_ns(out_bytes), now)
-        self._log(f0, f1, "pe_fetch_store", "memory", "TileToken/FETCH" if prefix else "fetch", "FETCH")
-        unit = "pe_gemm" if kind == "gemm" else "pe_math"
-        self._log(e0, e1, unit, kind, name, stage, params)
-        self._log(s0, s1, "pe_fetch_store", "memory", "TileToken/STORE" if prefix else "store", "STORE")
-        return f0, s1
+        self.ops = PeOps(pe)
+        self.feeder = CompositeFeeder(pe, self.ops, self.node_id)
 
     # -- single-op commands -------------------------------------------------------
     def execute(self, cmd, t_rx: float, deps: list[Completion] = ()) -> Completion:
@@ -122,23 +59,23 @@ class PeScheduler:
     def _dma_read(self, cmd: DmaReadCmd, t: float) -> Completion:
         src, dst = cmd.src, cmd.dst
         ready = max(t, ready_at(src))
-        start, done = self.pe.dma.read(_view_va(src, 0, 0), src.nbytes, ready, self.now,
+        start, done = self.pe.dma.read(view_va(src, 0, 0), src.nbytes, ready, self.ops.now,
                                        params={"handle_id": dst.id})
         if self.pe.data is not None:
             box = {}
-            self._data_at(start, lambda: box.setdefault("v", self._read(src)))
-            self._data_at(done, lambda: self._write(dst, box["v"]))
+            self.ops.data_at(start, lambda: box.setdefault("v", self.ops.read(src)))
+            self.ops.data_at(done, lambda: self.ops.write(dst, box["v"]))
         return Completion(done, label="dma_read")
 
     def _dma_write(self, cmd: DmaWriteCmd, t: float) -> Completion:
         src, dst = cmd.src, cmd.dst
         ready = max(t, ready_at(src))
-        start, done = self.pe.dma.write(_view_va(dst, 0, 0), dst.nbytes, ready, self.now,
+        start, done = self.pe.dma.write(view_va(dst, 0, 0), dst.nbytes, ready, self.ops.now,
                                         params={"handle_id": src.id})
         if self.pe.data is not None:
             box = {}
-            self._data_at(start, lambda: box.setdefault("v", self._read(src)))
-            self._data_at(done, lambda: self._write(dst, box["v"]))
+            self.ops.data_at(start, lambda: box.setdefault("v", self.ops.read(src)))
+            self.ops.data_at(done, lambda: self.ops.write(dst, box["v"]))
         return Completion(done, label="dma_write")
 
     def _gemm(self, cmd: GemmCmd, t: float) -> Completion:
@@ -148,21 +85,21 @@ class PeScheduler:
         n = b.shape[1]
         in_bytes = a.nbytes + b.nbytes + (out.nbytes if cmd.accumulate else 0)
         gemm = self.pe.gemm
-        start, end = self._compute_chain(
-            ready, in_bytes, out.nbytes, lambda r: gemm.run(r, m, k, n, self.now),
+        start, end = self.ops.compute_chain(
+            ready, in_bytes, out.nbytes, lambda r: gemm.run(r, m, k, n, self.ops.now),
             f"gemm_{a.dtype}", "gemm", {"m": m, "k": k, "n": n, "accumulate": cmd.accumulate},
             "GEMM")
         if self.pe.data is not None:
             box = {}
 
             def compute():
-                acc = self._read(a).astype(np.float32) @ self._read(b).astype(np.float32)
+                acc = self.ops.read(a).astype(np.float32) @ self.ops.read(b).astype(np.float32)
                 if cmd.accumulate:
-                    acc = acc + self._read(out).astype(np.float32)
+                    acc = acc + self.ops.read(out).astype(np.float32)
                 box["v"] = acc
 
-            self._data_at(start, compute)
-            self._data_at(end, lambda: self._write(out, box["v"]))
+            self.ops.data_at(start, compute)
+            self.ops.data_at(end, lambda: self.ops.write(out, box["v"]))
         return Completion(end, label="gemm")
 
     def _math(self, op: str, inputs: list[TensorHandle], out: TensorHandle, axis, t: float,
@@ -170,27 +107,22 @@ class PeScheduler:
         ready = max([t] + [ready_at(h) for h in inputs])
         elements = max([out.numel] + [h.numel for h in inputs])
         in_bytes = sum(h.nbytes for h in inputs)
-        start, end = self._compute_chain(
-            ready, in_bytes, out.nbytes, lambda r: self._math_run(r, elements),
+        start, end = self.ops.compute_chain(
+            ready, in_bytes, out.nbytes, lambda r: self.ops.math_run(r, elements),
             op, "math", {"elements": elements, "axis": axis}, "MATH")
         if self.pe.data is not None:
             box = {}
 
             def compute():
-                vals = [self._read(h) for h in inputs] + [np.float32(s) for s in scalars]
+                vals = [self.ops.read(h) for h in inputs] + [np.float32(s) for s in scalars]
                 if op == "broadcast":
                     box["v"] = np.broadcast_to(vals[0], out.shape).copy()
                 else:
                     box["v"] = numerics.compute(op, vals, axis)
 
-            self._data_at(start, compute)
-            self._data_at(end, lambda: self._write(out, box["v"]))
+            self.ops.data_at(start, compute)
+            self.ops.data_at(end, lambda: self.ops.write(out, box["v"]))
         return Completion(end, label=op)
-
-    def _math_run(self, ready: float, elements: int) -> tuple[float, float, float]:
-        eng = self.pe.math
-        s, e = eng.book(ready, eng.service_ns(elements), self.now)
-        return s, e, e
 
     # -- composites ---------------------------------------------------------------
     def start_composite(self, cmd: CompositeCmd, t_rx: float,
@@ -202,285 +134,7 @@ class PeScheduler:
         sharing a read-write handle therefore run in dispatch order (strict FIFO).
         """
         comp = Completion(event=self.pe.env.event(), label="composite")
-        self.pe.env.process(self._run_composite(cmd, t_rx, comp, list(deps)))
+        t0 = t_rx + self.overhead_ns
+        self.pe.env.process(self.feeder.run(cmd, t0, comp, list(deps)))
         return comp
 
-    def _run_composite(self, cmd: CompositeCmd, t_rx: float, comp: Completion, waits):
-        env = self.pe.env
-        t0 = t_rx + self.overhead_ns
-        for c in waits:
-            if c.done_at is None:
-                yield c.event
-            t0 = max(t0, c.done_at)
-        if t0 > env.now:
-            yield env.timeout(t0 - env.now)
-        g = cmd.gemm_index
-        if g is None:
-            end = yield from self._math_composite(cmd, t0)
-        else:
-            end = t0
-            for op in cmd.ops[:g]:
-                end = self._single_shot(op, end)
-            epilogues = [op for op in cmd.ops[g + 1:] if op.scope is not Scope.KERNEL]
-            end = yield from self._gemm_loop(cmd, cmd.ops[g], epilogues, end)
-            for op in cmd.ops[g + 1:]:
-                if op.scope is Scope.KERNEL:
-                    end = self._single_shot(op, end)
-        if end > env.now:
-            yield env.timeout(end - env.now)
-        head = cmd.ops[g] if g is not None else cmd.ops[0]
-        out = head.out
-        params = {"ops": [op.kind for op in cmd.ops], "logical_bytes": cmd.logical_bytes,
-                  "out_addr": out.addr if out is not None else None,
-                  "out_space": out.space if out is not None else None}
-        if g is not None:
-            a, b = head.operands["a"], head.operands["b"]
-            params.update(m=head.extra["m"], k=head.extra["k"], n=head.extra["n"],
-                          src_a_addr=a.addr, src_b_addr=b.addr, src_a_space=a.space,
-                          src_b_space=b.space, dtype_in=a.dtype)
-        self.pe.op_log.record(t0, end, self.node_id, "gemm" if g is not None else "math",
-                              f"composite_{head.kind}", params, "COMPOSITE")
-        comp.done_at = end
-        comp.event.succeed(end)
-
-    def _single_shot(self, op: OpSpec, t: float) -> float:
-        """A KERNEL-scope op on TCM operands, once, after ``t``."""
-        inputs = [op.operands[k] for k in sorted(op.operands)]
-        names = sorted(op.operands)
-        out = op.out
-        elements = max([out.numel if out is not None else 0] + [h.numel for h in inputs])
-        start, end = self._compute_chain(
-            t, sum(h.nbytes for h in inputs), out.nbytes if out is not None else 0,
-            lambda r: self._math_run(r, elements), op.kind, "math",
-            {"elements": elements, "recipe_op": True}, "MATH", prefix="tile:")
-        if self.pe.data is not None and out is not None:
-            box = {}
-
-            def compute():
-                vals = {n: self._read(h) for n, h in zip(names, inputs, strict=True)}
-                box["v"] = _recipe_compute(op, vals)
-
-            self._data_at(start, compute)
-            self._data_at(end, lambda: self._write(out, box["v"]))
-        return end
-
-    def _math_composite(self, cmd: CompositeCmd, t0: float):
-        """No GEMM: KERNEL ops run once in order; the head elementwise op (the one with
-        operand ``a``) is streamed in chunks with its epilogues applied per chunk."""
-        head_i = next((i for i, op in enumerate(cmd.ops) if "a" in op.operands), None)
-        end = t0
-        for i, op in enumerate(cmd.ops):
-            if head_i is not None and i == head_i:
-                epi = [e for e in cmd.ops[i + 1:] if e.scope is not Scope.KERNEL]
-                end = yield from self._math_stream(op, epi, end)
-            elif op.scope is Scope.KERNEL:
-                end = self._single_shot(op, end)
-        return end
-
-    def _math_stream(self, op: OpSpec, epilogues: list[OpSpec], t0: float):
-        """Stream an elementwise op through DMA (for HBM operands) -> MATH -> STORE."""
-        pe, env = self.pe, self.pe.env
-        spec = pe.spec.pe
-        out = op.out
-        x = op.operands["a"]
-        for h in (x, out):
-            if h.space == "hbm" and h.row_stride not in (None, h.shape[-1]):
-                raise ValueError(f"streamed MATH operand {h} must be contiguous in HBM")
-        numel = out.numel
-        chunk = spec.tile_m * spec.tile_n
-        bpe_x, bpe_o = dtype_bytes(x.dtype), dtype_bytes(out.dtype)
-        slots: list[float] = []
-        end = t0
-        first = None
-        for off, n in chunks(numel, chunk):
-            t_issue = max(env.now, t0)
-            if len(slots) >= spec.max_inflight_tiles:
-                t_issue = max(t_issue, heapq.heappop(slots))
-            if t_issue > env.now:
-                yield env.timeout(t_issue - env.now)
-            ready = max(t_issue, ready_at(x)) if x.pinned else t_issue
-            if not x.pinned:
-                _, ready = pe.dma.read(x.addr + off * bpe_x, n * bpe_x, t_issue, env.now,
-                                       "TileToken/DMA_READ", "DMA_READ", {"operand": "a"})
-            fs = pe.fetch_store
-            f0, f1 = fs.fetch.book(ready, fs.transfer_ns(n * bpe_x), env.now)
-            m0, m1 = self._math_run(f1, n)[:2]
-            self._log(f0, f1, "pe_fetch_store", "memory", "TileToken/FETCH", "FETCH")
-            self._log(m0, m1, "pe_math", "math", "TileToken/MATH", "MATH", {"op": op.kind})
-            t = m1
-            for e in epilogues:
-                e0, e1 = self._math_run(t, n)[:2]
-                self._log(e0, e1, "pe_math", "math", "TileToken/MATH", "MATH", {"op": e.kind})
-                t = e1
-            s0, s1 = fs.store.book(t, fs.transfer_ns(n * bpe_o), env.now)
-            self._log(s0, s1, "pe_fetch_store", "memory", "TileToken/STORE", "STORE")
-            first = f0 if first is None else first
-            heapq.heappush(slots, f1)
-            tile_end = s1
-            if out.space == "hbm":
-                _, tile_end = pe.dma.write(out.addr + off * bpe_o, n * bpe_o, s1, env.now,
-                                           "TileToken/DMA_WRITE", "DMA_WRITE")
-            end = max(end, tile_end)
-        if pe.data is not None:
-            box = {}
-
-            def compute():
-                value = numerics.compute(op.kind, [self._read(x)])
-                for e in epilogues:
-                    value = _epilogue(e, value, self._read, out)
-                box["v"] = value
-
-            self._data_at(first, compute)
-            self._data_at(end, lambda: self._write(out, box["v"]))
-        return end
-
-    def _gemm_loop(self, cmd: CompositeCmd, head: OpSpec, epilogues: list[OpSpec], t0: float):
-        pe, env = self.pe, self.pe.env
-        spec = pe.spec.pe
-        a, b, out = head.operands["a"], head.operands["b"], head.out
-        M, K, N = head.extra["m"], head.extra["k"], head.extra["n"]
-        tm, tk, tn = cmd.tile_shape or _supertile(spec, N, K)
-        bpe_a, bpe_b = dtype_bytes(a.dtype), dtype_bytes(b.dtype)
-        bpe_out = dtype_bytes(out.dtype)
-        buffers = spec.max_inflight_tiles * (tm * tk * bpe_a + tk * tn * bpe_b)
-        budget = max(0, spec.tcm_reserved_bytes - buffers)
-        tiles = gemm_tiles(M, K, N, tm, tk, tn, n_group(-(-N // tn), tm, tn, budget, ACC_BYTES))
-        k_epi = [op for op in epilogues if op.scope is Scope.K_TILE]
-        o_epi = [op for op in epilogues if op.scope is Scope.OUTPUT_TILE]
-        fs, gemm, dma = pe.fetch_store, pe.gemm, pe.dma
-        slots: list[float] = []
-        acc_free: dict[int, float] = {}  # when the array may take this accumulator's next k step
-        acc_done: dict[int, float] = {}  # when its partial sums (and k-tile epilogues) are in
-        a_ready = max(t0, ready_at(a)) if a.pinned else t0
-        b_ready = max(t0, ready_at(b)) if b.pinned else t0
-        a_tile_done = t0
-        # a skinny A row panel (decode) fits in the reserved TCM: fetch it with one DMA per
-        # m tile instead of one small DMA per k step
-        a_panel = (not a.pinned and not a.transposed and a.row_stride in (None, K)
-                   and min(tm, M) * K * bpe_a <= budget // 2)
-        panel_mi = -1
-        end = t0
-        first_gemm = None
-        commits: list[tuple[float, int, int, int, int]] = []
-        for tile in tiles:
-            t_issue = max(env.now, t0)
-            if len(slots) >= spec.max_inflight_tiles:
-                t_issue = max(t_issue, heapq.heappop(slots))
-            if t_issue > env.now:
-                yield env.timeout(t_issue - env.now)
-            now = env.now
-            if a.pinned:
-                ra = a_ready
-            elif a_panel:
-                if tile.mi != panel_mi:
-                    panel_mi = tile.mi
-                    _, a_tile_done = dma.read(_view_va(a, tile.m0, 0), tile.m * K * bpe_a, now, now,
-                                              "TileToken/DMA_READ", "DMA_READ", {"operand": "a"})
-                ra = a_tile_done
-            else:
-                if tile.load_a:
-                    _, a_tile_done = dma.read(_view_va(a, tile.m0, tile.k0), tile.m * tile.k * bpe_a,
-                                              now, now, "TileToken/DMA_READ", "DMA_READ",
-                                              {"operand": "a"})
-                ra = a_tile_done
-            if b.pinned:
-                rb = b_ready
-            else:
-                _, rb = dma.read(_view_va(b, tile.k0, tile.n0), tile.k * tile.n * bpe_b, now, now,
-                                 "TileToken/DMA_READ", "DMA_READ", {"operand": "b"})
-            f0, f1 = fs.fetch.book(max(ra, rb), fs.transfer_ns(
-                tile.m * tile.k * bpe_a + tile.k * tile.n * bpe_b), now)
-            heapq.heappush(slots, f1)
-            # k steps of one output tile follow each other through the array; their
-            # partial sums drain into the accumulators without waiting for the fill
-            g0, g_free, g_done = gemm.run(max(f1, acc_free.get(tile.ni, 0.0)),
-                                          tile.m, tile.k, tile.n, now)
-            first_gemm = g0 if first_gemm is None else first_gemm
-            acc_free[tile.ni] = g_free
-            self._log(f0, f1, "pe_fetch_store", "memory", "TileToken/FETCH", "FETCH")
-            self._log(g0, g_free, "pe_gemm", "gemm", "TileToken/GEMM", "GEMM",
-                      {"m": tile.m, "k": tile.k, "n": tile.n})
-            t = max(g_done, acc_done.get(tile.ni, 0.0))
-            for op in k_epi + (o_epi if tile.last_k else []):
-                e0, e1 = pe.math.book(t, pe.math.service_ns(tile.m * tile.n), now)
-                self._log(e0, e1, "pe_math", "math", "TileToken/MATH", "MATH", {"op": op.kind})
-                t = e1
-            acc_done[tile.ni] = t
-            if not tile.last_k:
-                continue
-            s0, s1 = fs.store.book(t, fs.transfer_ns(tile.m * tile.n * bpe_out), now)
-            self._log(s0, s1, "pe_fetch_store", "memory", "TileToken/STORE", "STORE")
-            done = s1
-            if out.space == "hbm":
-                _, done = dma.write(_view_va(out, tile.m0, tile.n0), tile.m * tile.n * bpe_out,
-                                    s1, now, "TileToken/DMA_WRITE", "DMA_WRITE")
-            commits.append((done, tile.m0, tile.n0, tile.m, tile.n))
-            end = max(end, done)
-        if pe.data is not None:
-            self._gemm_data(head, k_epi, o_epi, first_gemm, commits, (tk,))
-        return end
-
-    def _gemm_data(self, head: OpSpec, k_epi, o_epi, t_read: float, commits, tk) -> None:
-        a, b, out = head.operands["a"], head.operands["b"], head.out
-        box = {}
-
-        def compute():
-            av = self._read(a).astype(np.float32)
-            bv = self._read(b).astype(np.float32)
-            if k_epi:
-                acc = np.zeros((av.shape[0], bv.shape[1]), np.float32)
-                for k0 in range(0, av.shape[1], tk[0]):
-                    part = av[:, k0:k0 + tk[0]] @ bv[k0:k0 + tk[0], :]
-                    for op in k_epi:
-                        part = _epilogue(op, part, self._read, None)
-                    acc += part
-            else:
-                acc = av @ bv
-            for op in o_epi:
-                acc = _epilogue(op, acc, self._read, out)
-            box["v"] = acc
-
-        self._data_at(t_read, compute)
-        for t, m0, n0, m, n in commits:
-            self._data_at(t, lambda m0=m0, n0=n0, m=m, n=n: self.pe.data.write_block(
-                out, m0, n0, box["v"][m0:m0 + m, n0:n0 + n], self.pe.mmu))
-
-
-def _supertile(pe, N: int, K: int) -> tuple[int, int, int]:
-    """Default supertile; narrow outputs get deeper K tiles so DMAs keep their size."""
-    tm, tk, tn = pe.tile_m, pe.tile_k, pe.tile_n
-    if N < tn:
-        tk = min(max(K, tk), tk * (tn // N))
-        tn = N
-    return tm, tk, tn
-
-
-def _epilogue(op: OpSpec, acc: np.ndarray, read, out) -> np.ndarray:
-    kind = op.kind
-    if kind == "bias":
-        return acc + read(op.operands["bias"]).astype(np.float32).reshape(1, -1)
-    if kind == "scale":
-        return acc * np.float32(op.extra["factor"])
-    if kind == "add":
-        return acc + read(op.operands["other"]).astype(np.float32)
-    if kind in numerics.UNARY:
-        return numerics.UNARY[kind](acc)
-    raise ValueError(f"unknown epilogue op {kind!r}")
-
-
-def _recipe_compute(op: OpSpec, vals: dict[str, np.ndarray]) -> np.ndarray:
-    """Numeric value of a composite MATH op from its named operands."""
-    kind = op.kind
-    axis = op.extra.get("reduce_axis", op.extra.get("axis"))
-    if kind in ("rmax", "rsum", "sum", "max", "min"):
-        return numerics.compute(kind, [vals["src"]], axis)
-    if kind == "copy":
-        return vals["src"]
-    if kind == "fma":
-        return numerics.compute("fma", [vals["src_a"], vals["src_b"], vals["src_c"]])
-    if kind in numerics.BINARY:
-        return numerics.compute(kind, [vals["src_a"], vals["src_b"]])
-    if kind in numerics.UNARY or kind == "softmax":
-        key = "a" if "a" in vals else "src"
-        return numerics.compute(kind, [vals[key]], axis)
-    raise ValueError(f"unknown composite op {kind!r}")

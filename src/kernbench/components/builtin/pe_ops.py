@@ -1,0 +1,74 @@
+"""Stage helpers shared by PE_SCHEDULER's single-op path and its composite feeder.
+
+They book the PE's engines, report each stage to the op log, and schedule the
+data-mode reads and commits at the stage times.
+"""
+
+from __future__ import annotations
+
+from kernbench.triton_emu.pe_commands import TensorHandle, dtype_bytes
+
+
+def ready_at(h: TensorHandle) -> float:
+    p = h.pending
+    if p is None:
+        return 0.0
+    if p.done_at is None:
+        raise RuntimeError(f"{h} is still being produced; the kernel must wait for it first")
+    return p.done_at
+
+
+def view_va(h: TensorHandle, r0: int, c0: int) -> int:
+    """Virtual address of element (r0, c0) of a 2-D HBM view (transposed views swap)."""
+    if len(h.shape) != 2:
+        return h.addr
+    bpe = dtype_bytes(h.dtype)
+    if h.transposed:
+        stride = h.row_stride or h.shape[0]
+        return h.addr + (c0 * stride + r0) * bpe
+    stride = h.row_stride or h.shape[1]
+    return h.addr + (r0 * stride + c0) * bpe
+
+
+class PeOps:
+    def __init__(self, pe) -> None:
+        self.pe = pe
+
+    @property
+    def now(self) -> float:
+        return self.pe.env.now
+
+    def log(self, t0, t1, unit, kind, name, stage, params=None):
+        self.pe.op_log.record(t0, t1, self.pe.ids[unit], kind, name, params, stage)
+
+    def data_at(self, t, fn):
+        if self.pe.data is not None:
+            self.pe.data.at(t, fn)
+
+    def read(self, h):
+        return self.pe.data.read(h, self.pe.mmu)
+
+    def write(self, h, value):
+        self.pe.data.write(h, value, self.pe.mmu)
+
+    def math_run(self, ready: float, elements: int) -> tuple[float, float, float]:
+        eng = self.pe.math
+        s, e = eng.book(ready, eng.service_ns(elements), self.now)
+        return s, e, e
+
+    def compute_chain(self, t_ready: float, in_bytes: int, out_bytes: int, engine_run,
+                      name: str, kind: str, params: dict | None, stage: str,
+                      composite: bool = False) -> tuple[float, float]:
+        """FETCH inputs -> engine -> STORE result; returns (start, end). Composite
+        stages are logged as TileTokens."""
+        pe, now = self.pe, self.now
+        fs = pe.fetch_store
+        f0, f1 = fs.fetch.book(t_ready, fs.transfer_ns(in_bytes), now)
+        e0, e1, e_done = engine_run(f1)
+        s0, s1 = fs.store.book(e_done, fs.transfer_ns(out_bytes), now)
+        self.log(f0, f1, "pe_fetch_store", "memory", "TileToken/FETCH" if composite else "fetch",
+                 "FETCH")
+        self.log(e0, e1, "pe_gemm" if kind == "gemm" else "pe_math", kind, name, stage, params)
+        self.log(s0, s1, "pe_fetch_store", "memory", "TileToken/STORE" if composite else "store",
+                 "STORE")
+        return f0, s1

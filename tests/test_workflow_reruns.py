@@ -84,3 +84,25 @@ def test_forcerun_figures_rerenders_figures_and_paper_only(work):
                 ("paper", "report/build/paper.pdf"), ("all", "")}
     assert planned_jobs(work, "--configfile", "config/test.yaml",
                         "--forcerun", "figures") == expected
+
+
+def test_simulator_code_is_a_job_parameter(work, monkeypatch):
+    """Editing the simulator (not post-processing) changes every simulation job's params."""
+    from kernbench.experiments import checkout
+
+    before = checkout.simulator_code_hash()
+    pkg = checkout.Path(checkout.__file__).resolve().parents[1]
+    assert len(before) == 16
+    assert checkout.simulator_code_hash(pkg) == before
+    fake = work / "fakepkg"
+    for sub in ("sim_engine", "analysis"):
+        (fake / sub).mkdir(parents=True)
+    (fake / "sim_engine" / "x.py").write_text("A = 1\n")
+    (fake / "analysis" / "y.py").write_text("B = 1\n")
+    h1 = checkout.simulator_code_hash(fake)
+    (fake / "analysis" / "y.py").write_text("B = 2\n")  # post-processing: no change
+    assert checkout.simulator_code_hash(fake) == h1
+    (fake / "sim_engine" / "x.py").write_text("A = 2\n")  # simulator: new hash
+    assert checkout.simulator_code_hash(fake) != h1
+    simulate = (work / "workflow" / "rules" / "simulate.smk").read_text()
+    assert "code=SIM_CODE" in simulate

@@ -6,7 +6,11 @@ from pathlib import Path
 from snakemake.utils import validate
 
 from kernbench.errors import KernbenchError
-from kernbench.experiments.checkout import clear_stale_locks, use_checkout_sources
+from kernbench.experiments.checkout import (
+    clear_stale_locks,
+    simulator_code_hash,
+    use_checkout_sources,
+)
 from kernbench.experiments.sweep import load_sweep
 
 ROOT = Path(workflow.basedir)
@@ -28,6 +32,7 @@ except KernbenchError as _exc:
 validate(config, "../schemas/config.schema.yaml", set_default=True)
 
 JOBS = SWEEP.by_output()
+SIM_CODE = simulator_code_hash()  # of the kernbench being imported; simulator edits rerun points
 EXPERIMENTS = SWEEP.experiments
 TABLES = expand("results/tables/{experiment}.csv", experiment=EXPERIMENTS)
 FIGURE_NAMES = {

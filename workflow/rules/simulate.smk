@@ -10,6 +10,7 @@ rule simulate:
         kb=KB,
         topology_file=lambda w: job_of(w).topology_file,
         slice=lambda w: job_of(w).slice_json(),
+        code=SIM_CODE,
     log:
         "results/logs/simulate/{experiment}/{topology}/{workload}/{variant}.log",
     benchmark:

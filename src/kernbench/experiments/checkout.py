@@ -55,3 +55,24 @@ def clear_stale_locks(workdir: str | Path) -> list[str]:
             lock.unlink(missing_ok=True)
             removed.append(str(lock))
     return removed
+
+
+POST_PROCESSING = ("analysis", "report")  # their edits re-render, they do not re-simulate
+
+
+def simulator_code_hash(package_dir: str | Path | None = None) -> str:
+    """Hash of the simulator's Python sources (post-processing packages excluded).
+
+    The workflow passes it to every simulation job as a parameter, so editing
+    the simulator reruns the points it may have changed; records carry it too.
+    """
+    import hashlib
+
+    root = Path(package_dir) if package_dir else Path(__file__).resolve().parents[1]
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root)
+        if rel.parts[0] in POST_PROCESSING:
+            continue
+        digest.update(str(rel).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]

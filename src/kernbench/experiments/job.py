@@ -17,6 +17,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from kernbench import __version__
+from kernbench.experiments.checkout import simulator_code_hash
 from kernbench.experiments.registry import get
 from kernbench.topology import load_topology
 
@@ -78,6 +79,7 @@ def run_job(experiment: str, topology_id: str, topology_file: str | Path, worklo
             "kernbench_version": __version__,
             "git_revision": git_revision(),
             "config_hash": config_hash(resolved),
+            "simulator_code_hash": simulator_code_hash(),
             "python": f"{sys.version_info.major}.{sys.version_info.minor}",
         },
     }

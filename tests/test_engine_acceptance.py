@@ -15,7 +15,8 @@ def formula_ns(graph, flow):
     """Ovhd + Wire + Drain from the topology alone (independent of the engine code)."""
     total = 0.0
     for leg in flow.legs:
-        total += sum(graph.nodes[n].overhead_ns for n in leg.nodes)
+        paid = leg.nodes[1:] if leg.continues else leg.nodes  # data leaves the node the request reached
+        total += sum(graph.nodes[n].overhead_ns for n in paid)
         edges = [graph.edge_map[(a, b)] for a, b in zip(leg.nodes, leg.nodes[1:], strict=False)]
         total += sum(e.distance_mm * e.ns_per_mm for e in edges)
         if leg.nbytes:

@@ -3,7 +3,9 @@
 A transfer is computed in one pass along its route, never with per-hop events
 (docs/adr/0001-analytic-transfer-timing.md):
 
-* the head pays each node's overhead and each edge's wire delay;
+* the head pays each node's overhead and each edge's wire delay (a leg that
+  continues another, e.g. data returning from the memory the request reached,
+  does not pay its first node again);
 * each edge is booked for ``nbytes / edge_bw`` starting when the head reaches
   it; if the edge is busy the head waits, and the wait carries downstream;
 * an HBM end point books its pseudo-channels the same way;
@@ -59,6 +61,7 @@ class LegTiming:
 
     plan: RoutePlan
     nbytes: int
+    overhead_ns: float  # node overheads this leg paid
     start_ns: float
     hop_ns: tuple[float, ...]  # time each node finished handling the head
     wait_ns: float  # queueing behind other traffic (edges + channels)
@@ -113,7 +116,7 @@ class Fabric:
         return plan
 
     def run_leg(self, plan: RoutePlan, nbytes: int, start: float, now: float,
-                hbm: HbmEnd | None = None) -> LegTiming:
+                hbm: HbmEnd | None = None, continues: bool = False) -> LegTiming:
         """Book the leg's resources from ``start`` and return its timing.
 
         This is the simulator's hot path, so the common case of booking a free
@@ -127,7 +130,8 @@ class Fabric:
         last = len(wires)
         read_hbm = hbm is not None and hbm.at_start and nbytes
         for i in range(last):
-            t += overheads[i]
+            if i or not continues:  # a continuation leg's first node was paid by the last leg
+                t += overheads[i]
             hop.append(t)
             if read_hbm and i == 0:
                 delay, channel_ns = hbm.ctrl.reserve(t, hbm.offset, nbytes, now)
@@ -164,7 +168,8 @@ class Fabric:
         if channel_ns > drain:
             drain = channel_ns
         bn = nbytes / drain if drain > 0 else plan.bottleneck_gbs
-        return LegTiming(plan, nbytes, start, tuple(hop), wait, drain, t + drain, bn)
+        paid = plan.overhead_ns - (overheads[0] if continues else 0.0)
+        return LegTiming(plan, nbytes, paid, start, tuple(hop), wait, drain, t + drain, bn)
 
     def link_busy_ns(self) -> dict[tuple[str, str], float]:
         """Total booked time per edge that carried traffic (sorted for determinism)."""

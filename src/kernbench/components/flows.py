@@ -23,6 +23,7 @@ class LegSpec:
     hbm_node: str | None = None  # HBM slice touched by this leg
     hbm_offset: int = 0
     hbm_at_start: bool = False
+    continues: bool = False  # starts where the previous leg ended: its first node is already paid
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +103,8 @@ class FlowBuilder:
             cmd = _join(prefix, cmd)
             data = _join(data, tuple(reversed(prefix)))
         legs = (LegSpec("command", cmd, 0),
-                LegSpec("data", tuple(data), nbytes, hbm_node, off, hbm_at_start=True))
+                LegSpec("data", tuple(data), nbytes, hbm_node, off, hbm_at_start=True,
+                        continues=True))
         return FlowSpec("d2h_read", cmd[0], nbytes, legs, str(pa), cmd[0],
                         {"src_addr": pa.encode(), "nbytes": nbytes})
 
@@ -138,7 +140,7 @@ class FlowBuilder:
         cmd, data = self._cached(("pe_dma_read", sip, cube, pe, src_node), build)
         hbm = self._hbm_target(src) if src.kind == "hbm" else (None, 0)
         legs = (LegSpec("command", cmd, 0),
-                LegSpec("data", data, nbytes, hbm[0], hbm[1], hbm_at_start=True))
+                LegSpec("data", data, nbytes, hbm[0], hbm[1], hbm_at_start=True, continues=True))
         return FlowSpec("pe_dma_read", cmd[0], nbytes, legs, str(src), data[-1],
                         {"src_addr": src.encode(), "nbytes": nbytes})
 

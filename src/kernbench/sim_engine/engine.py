@@ -50,7 +50,7 @@ class FlowResult:
 
     @property
     def overhead_ns(self) -> float:
-        return sum(leg.plan.overhead_ns for leg in self.legs)
+        return sum(leg.overhead_ns for leg in self.legs)
 
     @property
     def wire_ns(self) -> float:
@@ -73,7 +73,8 @@ class FlowResult:
         """(leg label, node, ns since issue) for every node the head passed."""
         out = []
         for spec, leg in zip(self.flow.legs, self.legs, strict=True):
-            for node, t in zip(leg.plan.nodes, leg.hop_ns, strict=True):
+            skip = 1 if spec.continues else 0  # same node, same time as the previous leg's end
+            for node, t in zip(leg.plan.nodes[skip:], leg.hop_ns[skip:], strict=True):
                 out.append((spec.label, node, t - self.issue_ns))
         return out
 
@@ -136,7 +137,7 @@ class GraphEngine:
             plan = self.fabric.plan(spec.nodes)
             hbm = (HbmEnd(self.fabric.hbm[spec.hbm_node], spec.hbm_offset, spec.hbm_at_start)
                    if spec.hbm_node else None)
-            leg = self.fabric.run_leg(plan, spec.nbytes, t, now, hbm)
+            leg = self.fabric.run_leg(plan, spec.nbytes, t, now, hbm, spec.continues)
             legs.append(leg)
             t = leg.end_ns
         return tuple(legs)

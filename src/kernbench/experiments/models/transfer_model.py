@@ -1,6 +1,7 @@
 """Analytic latency of data-movement flows, from topology numbers alone.
 
 A lone flow takes ``Ovhd + Wire + Drain``: the head pays every node's overhead
+(once: a leg continuing the previous one does not pay its first node again)
 and every wire, and the tail follows after ``nbytes / BN.BW``. ``k`` identical
 flows issued together over the same route share its bottleneck, so the last
 one finishes after ``Ovhd + Wire + k * Drain``.
@@ -32,7 +33,8 @@ def predict(graph: TopologyGraph, flow: FlowSpec, concurrent_flows: int = 1) -> 
     bn_all = float("inf")
     slice_bw = graph.spec.slice_bw_gbs
     for leg in flow.legs:
-        ovhd += sum(graph.nodes[n].overhead_ns for n in leg.nodes)
+        paid = leg.nodes[1:] if leg.continues else leg.nodes  # a continuation starts paid
+        ovhd += sum(graph.nodes[n].overhead_ns for n in paid)
         edges = [graph.edge(a, b) for a, b in zip(leg.nodes, leg.nodes[1:], strict=False)]
         wire += sum(e.distance_mm * e.ns_per_mm for e in edges)
         if leg.nbytes:

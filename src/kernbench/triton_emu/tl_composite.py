@@ -1,0 +1,121 @@
+"""``tl.composite``: lowering a composite request into a flat-ops command (ADR-0065).
+
+The kernel names a head op (a GEMM or an elementwise MATH op), optional
+prologue recipes and epilogues; this turns them into one ``CompositeCmd``
+(recipes expanded, the recipe's primary output bound to the GEMM's ``a``,
+read-write handles collected), checks the descriptor cap, and returns the
+output handle. Mixed into :class:`TLContext`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from kernbench.components.numerics import ALL_MATH_OPS, UNARY
+from kernbench.triton_emu import tl_recipes
+from kernbench.triton_emu.pe_commands import CompositeCmd, OpSpec, Scope, TensorHandle
+
+EPILOGUE_OPS = {"bias": ("bias",), "scale": ("factor",), "add": ("other",), "relu": (),
+                "gelu": (), "silu": ()}
+_SCOPES = {"k_tile": Scope.K_TILE, "output_tile": Scope.OUTPUT_TILE, "kernel": Scope.KERNEL}
+
+
+class CompositeMixin:
+    def composite(self, op: str = "gemm", a: TensorHandle | None = None,
+                  b: TensorHandle | None = None, out: TensorHandle | None = None,
+                  out_ptr: int | None = None, math_op: str | None = None,
+                  epilogue: Sequence[dict | OpSpec] | None = None,
+                  prologue: Sequence[dict] | None = None, acc_dtype: str = "f32",
+                  out_dtype: str | None = None, tile_shape: tuple[int, int, int] | None = None
+                  ) -> TensorHandle:
+        """Issue a tiled composite and return its output handle (non-blocking)."""
+        pro_ops: list[OpSpec] = []
+        rw: list[TensorHandle] = []
+        primary = None
+        for item in prologue or ():
+            self._check(*(v for v in (item.values() if isinstance(item, dict) else ())
+                          if isinstance(v, TensorHandle)))
+            ops, item_rw, item_primary = tl_recipes.expand(item, self._alloc)
+            pro_ops += ops
+            rw += [h for h in item_rw if h not in rw]
+            if item_primary is not None:
+                primary = item_primary
+        if op == "gemm":
+            if primary is not None:
+                if a is not None:
+                    raise ValueError("auto-bind conflict: the prologue recipe's primary output "
+                                     "binds the GEMM's 'a'; do not pass a= as well")
+                a = primary
+            if a is None or b is None:
+                raise ValueError("tl.composite(op='gemm') needs a and b")
+            self._check(a, b)
+            if len(a.shape) != 2 or len(b.shape) != 2 or a.shape[1] != b.shape[0]:
+                raise ValueError(f"composite gemm shapes do not chain: {a.shape} x {b.shape}")
+            M, K, N = a.shape[0], a.shape[1], b.shape[1]
+            out = self._composite_out(out, out_ptr, (M, N), out_dtype or acc_dtype)
+            head = OpSpec("gemm", Scope.KERNEL, {"a": a, "b": b}, {"m": M, "k": K, "n": N}, out)
+        elif op == "math":
+            if math_op not in ALL_MATH_OPS or math_op not in UNARY:
+                raise ValueError(f"composite math_op must be an elementwise unary op "
+                                 f"({', '.join(sorted(UNARY))}), got {math_op!r}")
+            if a is None:
+                raise ValueError("tl.composite(op='math') needs a")
+            self._check(a)
+            out = self._composite_out(out, out_ptr, a.shape, out_dtype or a.dtype)
+            head = OpSpec(math_op, Scope.KERNEL, {"a": a}, {}, out)
+        else:
+            raise ValueError(f"tl.composite op must be 'gemm' or 'math', got {op!r}")
+        epi_ops = [self._epilogue(item, out) for item in epilogue or ()]
+        ops = tuple(pro_ops) + (head,) + tuple(epi_ops)
+        if sum(1 for o in ops if o.kind == "gemm") > 1:
+            raise ValueError("a composite may hold at most one GEMM op")
+        accumulate = any(o.kind == "add" and o.operands.get("other") is out for o in epi_ops)
+        if accumulate and out not in rw:
+            rw.append(out)
+        cmd = CompositeCmd(ops, tuple(rw), tile_shape)
+        self.cost_model.check_composite(cmd.logical_bytes)
+        comp = self._emit(cmd)
+        for h in (out, *rw):  # everything the composite writes is pending until it ends
+            h.pending = comp
+        return out
+
+    def _composite_out(self, out, out_ptr, shape, dtype) -> TensorHandle:
+        if out is not None and out_ptr is not None:
+            raise ValueError("pass either out= or out_ptr=, not both")
+        if out is not None:
+            self._check(out)
+            if tuple(out.shape) != tuple(shape):
+                raise ValueError(f"composite out has shape {out.shape}, expected {shape}")
+            return out
+        if out_ptr is not None:
+            return self.ref(out_ptr, shape, dtype)
+        return self._alloc(tuple(shape), dtype)
+
+    def _epilogue(self, item: dict | OpSpec, out: TensorHandle) -> OpSpec:
+        if isinstance(item, OpSpec):
+            return item
+        if not isinstance(item, dict) or "op" not in item:
+            raise ValueError(f"epilogue items are dicts with an 'op', got {item!r}")
+        kind = item["op"]
+        if kind not in EPILOGUE_OPS:
+            raise ValueError(f"unknown epilogue op {kind!r} (allowed: {', '.join(EPILOGUE_OPS)})")
+        scope_name = item.get("scope", "output_tile")
+        if scope_name not in _SCOPES:
+            raise ValueError(f"epilogue scope must be one of {', '.join(_SCOPES)}, got {scope_name!r}")
+        needed = EPILOGUE_OPS[kind]
+        missing = [f for f in needed if f not in item]
+        if missing:
+            raise ValueError(f"epilogue {kind!r} needs field(s) {missing}")
+        unknown = set(item) - {"op", "scope", *needed}
+        if unknown:
+            raise ValueError(f"epilogue {kind!r} got unknown field(s) {sorted(unknown)}")
+        operands, extra = {}, {}
+        for f in needed:
+            if isinstance(item[f], TensorHandle):
+                self._check(item[f])
+                operands[f] = item[f]
+            else:
+                extra[f] = item[f]
+        return OpSpec(kind, _SCOPES[scope_name], operands, extra)
+
+

@@ -35,6 +35,9 @@ def test_smoke_produces_records_tables_figures_and_paper(smoke_run):
     assert pdf.read_bytes()[:5] == b"%PDF-"
     values = (smoke_run / "report" / "generated" / "values.tex").read_text()
     assert r"kb@transfer/records\endcsname{16}" in values
+    summary = (smoke_run / "results" / "SUMMARY.md").read_text()
+    assert "## transfer" in summary and "## gemm" in summary
+    assert "8 points: 2 shapes x 4 variants" in summary
 
 
 def test_records_carry_prediction_and_provenance(smoke_run):

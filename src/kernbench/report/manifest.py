@@ -131,7 +131,40 @@ def summary_markdown(sweep, manifest_doc: dict) -> str:
                          f"{h['contention_ratio']:.2f}x later than a lone flow at "
                          f"{h['ref_large_size']}")
         lines.append("")
+    table = Path("results/tables/gemm.csv")
+    if "gemm" in sweep.experiments and table.exists():
+        lines += _gemm_summary(pd.read_csv(table))
     return "\n".join(lines)
+
+
+def _span(rng, fmt: str = ".3g") -> str:
+    lo, hi = rng
+    return "n/a" if lo is None else f"{lo:{fmt}}-{hi:{fmt}}"
+
+
+def _gemm_summary(df) -> list[str]:
+    from kernbench.report.gemm_report import gemm_headline
+
+    h = gemm_headline(df)
+    out = ["## gemm", "",
+           f"- {h['records']} points: {h['shapes']} shapes x {h['variants']} variants on "
+           f"{h['topology']}"]
+    for bound in ("compute", "memory"):
+        if h[f"{bound}_count"]:
+            out.append(f"- composite on one PE, {h[f'{bound}_count']} {bound}-bound shapes: "
+                       f"{_span(h[f'{bound}_err'])} % above the roofline, MAC utilisation "
+                       f"{_span(h[f'{bound}_util'])} %, {_span(h[f'{bound}_excess'], '.0f')} ns "
+                       f"over it")
+    for kern in ("primitive", "prefetch"):
+        if h[f"{kern}_slowdown"][0] is not None:
+            out.append(f"- {kern} kernel: {_span(h[f'{kern}_slowdown'])}x slower than the "
+                       f"composite; {_span(h[f'{kern}_commands'], '.0f')} commands, PE_CPU "
+                       f"dispatch {_span(h[f'{kern}_cpu_share'])} % of its time")
+    if h["cube_speedup"][0] is not None:
+        out.append(f"- composite split over {h['cube_pes']} PEs: {_span(h['cube_speedup'])}x "
+                   f"faster than one PE")
+    out.append("")
+    return out
 
 
 def write_summary(sweep, path: str | Path) -> Path:

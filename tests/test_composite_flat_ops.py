@@ -16,24 +16,18 @@ import numpy as np
 import pytest
 
 from kernbench.kernels.attention_decode import decode_opt2, decode_opt3
-from kernbench.runtime_api import RuntimeContext
-from kernbench.sim_engine import GraphEngine
 from kernbench.triton_emu.cost_model import PeCostModel
 from kernbench.triton_emu.pe_commands import CompositeCmd, OpSpec, Scope
 from kernbench.triton_emu.tl_context import TLContext, run_kernel
+
+from .kernel_helpers import launch_one
 
 PE = "sip0.cube0.pe0"
 RECIPE_KINDS = ["rmax", "max_elem", "exp_diff", "exp_diff", "rsum", "fma", "mul_bcast", "copy"]
 
 
 def _run(graph, kernel, inputs, outputs=(), scalars=(), data=False):
-    eng = GraphEngine(graph, enable_data=data)
-    ctx = RuntimeContext(eng)
-    ins = [ctx.from_numpy(a) if isinstance(a, np.ndarray) else ctx.empty(*a) for a in inputs]
-    outs = [ctx.empty(shape, dtype) for shape, dtype in outputs]
-    h = ctx.wait(ctx.launch(kernel.__name__, kernel, *ins, *outs, *scalars))
-    values = [ctx.to_numpy(t) for t in outs] if data else None
-    return eng, h, ins, values
+    return launch_one(graph, kernel, inputs, outputs, scalars=scalars, data=data)
 
 
 def _records(eng, name=None, unit=None):

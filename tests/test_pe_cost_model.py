@@ -13,14 +13,12 @@ import shutil
 from collections import Counter
 from pathlib import Path
 
-import numpy as np
 import pytest
 import yaml
 
 from kernbench.components.builtin.pe_gemm import gemm_cycles
 from kernbench.kernels.attention_decode import decode_opt2, decode_opt3
 from kernbench.kernels.gemm import gemm_composite, gemm_prefetch, gemm_primitive
-from kernbench.runtime_api import RuntimeContext
 from kernbench.sim_engine import GraphEngine
 from kernbench.topology import load_topology
 from kernbench.triton_emu.cost_model import PeCostModel
@@ -39,6 +37,8 @@ from kernbench.triton_emu.pe_commands import (
     TensorHandle,
 )
 from kernbench.triton_emu.tl_context import TLContext, run_kernel
+
+from .kernel_helpers import launch_one
 
 ROOT = Path(__file__).resolve().parents[1]
 TOPOLOGIES = ROOT / "config" / "topologies"
@@ -81,10 +81,7 @@ def graphs(small_graph, override_graph):
 
 # -- helpers -------------------------------------------------------------------------------------
 def _run(graph, kernel, inputs, scalars=(), kwargs=None, data=False):
-    eng = GraphEngine(graph, enable_data=data)
-    ctx = RuntimeContext(eng)
-    ts = [ctx.from_numpy(a) if isinstance(a, np.ndarray) else ctx.empty(*a) for a in inputs]
-    h = ctx.wait(ctx.launch(kernel.__name__, kernel, *ts, *scalars, **(kwargs or {})))
+    eng, h, ts, _ = launch_one(graph, kernel, inputs, scalars=scalars, kwargs=kwargs, data=data)
     return eng, h, ts
 
 

@@ -13,22 +13,18 @@ import math
 import numpy as np
 import pytest
 
-from kernbench.runtime_api import RuntimeContext
-from kernbench.sim_engine import GraphEngine
 from kernbench.triton_emu.pe_commands import BroadcastCmd
 from kernbench.triton_emu.tl_context import TLContext, run_kernel
+
+from .kernel_helpers import launch_one
 
 PE = "sip0.cube0.pe0"
 S, G, D = 16, 8, 32
 
 
 def _run(graph, kernel, inputs, outputs=(), data=False):
-    eng = GraphEngine(graph, enable_data=data)
-    ctx = RuntimeContext(eng)
-    ins = [ctx.from_numpy(a) for a in inputs]
-    outs = [ctx.empty(shape, dtype) for shape, dtype in outputs]
-    h = ctx.wait(ctx.launch(kernel.__name__, kernel, *ins, *outs))
-    return eng, h, ([ctx.to_numpy(t) for t in outs] if data else None)
+    eng, h, _, values = launch_one(graph, kernel, inputs, outputs, data=data)
+    return eng, h, values
 
 
 def _pe_records(eng):

@@ -10,24 +10,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernbench.runtime_api import RuntimeContext
-from kernbench.sim_engine import GraphEngine
+from .kernel_helpers import launch_one
 
 PE = "sip0.cube0.pe0"
 F16 = 2
 
 
 def _launch(graph, kernel, inputs, outputs=(), *, data=False, scalars=()):
-    """Deploy ``inputs`` (arrays, or (shape, dtype) when not in data mode) and
-    ``outputs`` ((shape, dtype)), launch ``kernel`` on one PE and wait.
-
-    Returns (engine, launch handle, output numpy arrays or None)."""
-    eng = GraphEngine(graph, enable_data=data)
-    ctx = RuntimeContext(eng)
-    ins = [ctx.from_numpy(a) if isinstance(a, np.ndarray) else ctx.empty(*a) for a in inputs]
-    outs = [ctx.empty(shape, dtype) for shape, dtype in outputs]
-    handle = ctx.wait(ctx.launch(kernel.__name__, kernel, *ins, *outs, *scalars))
-    values = [ctx.to_numpy(t) for t in outs] if data else None
+    """(engine, launch handle, output arrays or None) of one kernel on one PE."""
+    eng, handle, _, values = launch_one(graph, kernel, inputs, outputs, scalars=scalars, data=data)
     return eng, handle, values
 
 

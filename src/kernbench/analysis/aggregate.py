@@ -54,14 +54,6 @@ def transfer_frame(records: list[dict]) -> pd.DataFrame:
     return df.reset_index(drop=True)
 
 
-def write_transfer_table(record_paths: Iterable[str | Path], out_csv: str | Path) -> Path:
-    df = transfer_frame(load_records(record_paths))
-    out = Path(out_csv)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    df.to_csv(out, index=False, float_format=FLOAT_FORMAT, lineterminator="\n")
-    return out
-
-
 def busy_column(stage: str) -> str:
     """Column of the gemm table holding a stage's per-PE busy time."""
     return f"busy_{stage.lower()}_ns"
@@ -112,21 +104,17 @@ def gemm_frame(records: list[dict]) -> pd.DataFrame:
     return df.reset_index(drop=True)
 
 
-def write_gemm_table(record_paths: Iterable[str | Path], out_csv: str | Path) -> Path:
-    df = gemm_frame(load_records(record_paths))
+FRAME_BUILDERS = {"transfer": transfer_frame, "gemm": gemm_frame}
+
+
+def write_table(experiment: str, record_paths: Iterable[str | Path], out_csv: str | Path) -> Path:
+    """Aggregate one experiment's records into a CSV (frame chosen by experiment name)."""
+    try:
+        build = FRAME_BUILDERS[experiment]
+    except KeyError:
+        raise KeyError(f"no aggregator for experiment {experiment!r}") from None
+    df = build(load_records(record_paths))
     out = Path(out_csv)
     out.parent.mkdir(parents=True, exist_ok=True)
     df.to_csv(out, index=False, float_format=FLOAT_FORMAT, lineterminator="\n")
     return out
-
-
-TABLE_WRITERS = {"transfer": write_transfer_table, "gemm": write_gemm_table}
-
-
-def write_table(experiment: str, record_paths: Iterable[str | Path], out_csv: str | Path) -> Path:
-    """Aggregate one experiment's records (dispatch by experiment name)."""
-    try:
-        writer = TABLE_WRITERS[experiment]
-    except KeyError:
-        raise KeyError(f"no aggregator for experiment {experiment!r}") from None
-    return writer(record_paths, out_csv)

@@ -134,6 +134,23 @@ def _pe_label(pes: int) -> str:
     return "1 PE" if pes == 1 else f"{pes} PEs (one CUBE)"
 
 
+def _scatter_variant(ax, x, y, kernel: str, pes: int) -> None:
+    """One GEMM variant's points: marker by kernel, hollow when split over PEs."""
+    ax.scatter(x, y, s=12, marker=GEMM_KERNEL_MARKER[kernel], linewidths=0.8,
+               facecolors=GEMM_KERNEL_COLOUR[kernel] if pes == 1 else "none",
+               edgecolors=GEMM_KERNEL_COLOUR[kernel], zorder=3)
+
+
+def _variant_handles(variants: list[tuple[str, int]]) -> list:
+    """Legend entries matching :func:`_scatter_variant`."""
+    from matplotlib.lines import Line2D
+
+    return [Line2D([], [], linestyle="", marker=GEMM_KERNEL_MARKER[k], markersize=4,
+                   markerfacecolor=GEMM_KERNEL_COLOUR[k] if p == 1 else "none",
+                   markeredgecolor=GEMM_KERNEL_COLOUR[k], label=f"{k}, {_pe_label(p)}")
+            for k, p in variants]
+
+
 def _read_gemm(table_csv: str | Path) -> pd.DataFrame:
     df = pd.read_csv(table_csv, keep_default_na=False, na_values={"vs_composite": [""]})
     df["group"] = df["group"].astype(str)
@@ -235,10 +252,8 @@ def _gemm_util(df: pd.DataFrame, out_base: Path) -> list[Path]:
                               linewidth=0.8, linestyle="-" if p == 1 else ":")
             for (kern, p) in variants:
                 g = sub[(sub["kernel"] == kern) & (sub["pes"] == p)]
-                ax.scatter([xpos[s] + offset[(kern, p)] for s in g["shape"]], g["mac_util_pct"],
-                           s=12, marker=GEMM_KERNEL_MARKER[kern], linewidths=0.8,
-                           facecolors=GEMM_KERNEL_COLOUR[kern] if p == 1 else "none",
-                           edgecolors=GEMM_KERNEL_COLOUR[kern], zorder=3)
+                _scatter_variant(ax, [xpos[s] + offset[(kern, p)] for s in g["shape"]],
+                                 g["mac_util_pct"], kern, p)
             ax.set_yscale("log")
             ax.set_xticks(range(len(shapes)))
             ax.set_xticklabels(shapes, rotation=40, ha="right", fontsize=5.5)
@@ -249,10 +264,7 @@ def _gemm_util(df: pd.DataFrame, out_base: Path) -> list[Path]:
             ax.set_title(GEMM_GROUPS[grp])
             if j == 0:
                 ax.set_ylabel("MAC utilisation (%)")
-        handles = [Line2D([], [], linestyle="", marker=GEMM_KERNEL_MARKER[k], markersize=4,
-                          markerfacecolor=GEMM_KERNEL_COLOUR[k] if p == 1 else "none",
-                          markeredgecolor=GEMM_KERNEL_COLOUR[k], label=f"{k}, {_pe_label(p)}")
-                   for k, p in variants]
+        handles = _variant_handles(variants)
         handles += [Line2D([], [], color="k", linewidth=0.8, linestyle="-" if p == 1 else ":",
                            label=f"roofline bound, {_pe_label(p)}") for p in pes_list]
         fig.legend(handles=handles, loc="lower center", frameon=False,
@@ -280,10 +292,7 @@ def _gemm_util_vs_roofline(df: pd.DataFrame, out_base: Path) -> list[Path]:
             ax.plot([ylo, 100], [ylo, 100], color="k", linewidth=0.6)
             for (kern, p) in variants:
                 g = sub[(sub["kernel"] == kern) & (sub["pes"] == p)]
-                ax.scatter(g["roofline_util_pct"], g["mac_util_pct"], s=12,
-                           marker=GEMM_KERNEL_MARKER[kern], linewidths=0.8,
-                           facecolors=GEMM_KERNEL_COLOUR[kern] if p == 1 else "none",
-                           edgecolors=GEMM_KERNEL_COLOUR[kern], zorder=3)
+                _scatter_variant(ax, g["roofline_util_pct"], g["mac_util_pct"], kern, p)
             ax.set_xscale("log")
             ax.set_yscale("log")
             ax.set_xlim(xlo, 130)
@@ -293,10 +302,7 @@ def _gemm_util_vs_roofline(df: pd.DataFrame, out_base: Path) -> list[Path]:
             ax.set_xlabel("roofline utilisation (%)")
             if j == 0:
                 ax.set_ylabel("measured utilisation (%)")
-        handles = [Line2D([], [], linestyle="", marker=GEMM_KERNEL_MARKER[k], markersize=4,
-                          markerfacecolor=GEMM_KERNEL_COLOUR[k] if p == 1 else "none",
-                          markeredgecolor=GEMM_KERNEL_COLOUR[k], label=f"{k}, {_pe_label(p)}")
-                   for k, p in variants]
+        handles = _variant_handles(variants)
         handles.append(Line2D([], [], color="k", linewidth=0.6, label="measured = roofline"))
         fig.legend(handles=handles, loc="lower center", frameon=False,
                    ncol=_legend_ncol(len(variants), len(pes_list), 1),

@@ -21,6 +21,8 @@ DTYPE_BYTES = {"f16": 2, "f32": 4, "bf16": 2, "i32": 4, "i8": 1, "u8": 1, "bool"
 FRAMING_BYTES = 4  # command-type discriminator + completion id reference
 HANDLE_BYTES = 8
 SCALAR_BYTES = 4
+# A move between two handles: opcode, source, destination, byte count.
+MOVE_BYTES = FRAMING_BYTES + 1 + 2 * HANDLE_BYTES + SCALAR_BYTES
 
 
 def dtype_bytes(dtype: str) -> int:
@@ -158,7 +160,7 @@ class DmaReadCmd(PeCommand):
 
     @property
     def logical_bytes(self) -> int:
-        return FRAMING_BYTES + 1 + 2 * HANDLE_BYTES + SCALAR_BYTES  # op, src, dst, nbytes
+        return MOVE_BYTES
 
 
 @dataclass(frozen=True, eq=False)
@@ -168,7 +170,7 @@ class DmaWriteCmd(PeCommand):
 
     @property
     def logical_bytes(self) -> int:
-        return FRAMING_BYTES + 1 + 2 * HANDLE_BYTES + SCALAR_BYTES
+        return MOVE_BYTES
 
 
 @dataclass(frozen=True, eq=False)
@@ -207,7 +209,7 @@ class CopyCmd(PeCommand):
 
     @property
     def logical_bytes(self) -> int:
-        return FRAMING_BYTES + 1 + 2 * HANDLE_BYTES + SCALAR_BYTES
+        return MOVE_BYTES
 
 
 @dataclass(frozen=True, eq=False)

@@ -36,7 +36,7 @@ def byte_range(h: TensorHandle) -> Range:
     return (h.space, h.addr, h.addr + extent)
 
 
-def accesses(cmd) -> tuple[list[TensorHandle], list[TensorHandle]]:
+def _handles(cmd) -> tuple[list[TensorHandle], list[TensorHandle]]:
     """(handles read, handles written) by a command."""
     if isinstance(cmd, DmaReadCmd | DmaWriteCmd | CopyCmd):
         return ([cmd.src], [cmd.dst])
@@ -53,6 +53,12 @@ def accesses(cmd) -> tuple[list[TensorHandle], list[TensorHandle]]:
     return ([], [])
 
 
+def access_ranges(cmd) -> tuple[list[Range], list[Range]]:
+    """(byte ranges read, byte ranges written) by a command, computed once per dispatch."""
+    reads, writes = _handles(cmd)
+    return [byte_range(h) for h in reads], [byte_range(h) for h in writes]
+
+
 def _overlap(a: Range, b: Range) -> bool:
     return a[0] == b[0] and a[1] < b[2] and b[1] < a[2]
 
@@ -65,11 +71,8 @@ class AccessTracker:
         """Forget accesses that ended by ``before`` (no later op can start earlier)."""
         self._live = [a for a in self._live if a[2].done_at is None or a[2].done_at > before]
 
-    def deps(self, reads: list[TensorHandle], writes: list[TensorHandle]
-             ) -> tuple[list[Completion], list[Completion]]:
+    def deps(self, rr: list[Range], wr: list[Range]) -> tuple[list[Completion], list[Completion]]:
         """(producers of what is read, ops a write must wait for), without duplicates."""
-        rr = [byte_range(h) for h in reads]
-        wr = [byte_range(h) for h in writes]
         raw: list[Completion] = []
         other: list[Completion] = []
         for rng, is_write, comp in self._live:
@@ -80,10 +83,9 @@ class AccessTracker:
                 other.append(comp)
         return raw, [c for c in other if c not in raw]
 
-    def record(self, reads: list[TensorHandle], writes: list[TensorHandle],
-               comp: Completion) -> None:
-        self._live += [(byte_range(h), False, comp) for h in reads]
-        self._live += [(byte_range(h), True, comp) for h in writes]
+    def record(self, rr: list[Range], wr: list[Range], comp: Completion) -> None:
+        self._live += [(r, False, comp) for r in rr]
+        self._live += [(w, True, comp) for w in wr]
 
     def __len__(self) -> int:
         return len(self._live)

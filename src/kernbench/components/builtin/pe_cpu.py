@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import inspect
 
-from kernbench.components.builtin.hazards import accesses
+from kernbench.components.builtin.hazards import access_ranges, byte_range
 from kernbench.triton_emu.kernel_runner import KernelRunner
 from kernbench.triton_emu.pe_commands import (
     Completion,
@@ -51,7 +51,7 @@ class PeCpu:
         sched = self.pe.scheduler
         tracker = sched.hazards
         tracker.prune(min(self.t, self.pe.env.now))
-        reads, writes = accesses(cmd)
+        reads, writes = access_ranges(cmd)
         raw, other = tracker.deps(reads, writes)
         lazy = isinstance(cmd, DmaReadCmd | CompositeCmd)
         if not lazy:
@@ -101,13 +101,14 @@ class PeCpu:
         """Initialise a new TCM tensor (tl.zeros/full/arange) at the CPU's time, after
         any op still using that (possibly recycled) memory."""
         tracker = self.pe.scheduler.hazards
-        raw, other = tracker.deps([], [handle])
+        written = [byte_range(handle)]
+        raw, other = tracker.deps([], written)
         t = self.t
         for comp in raw + other:
             if comp.done_at is None:
                 self.runner.wait(comp.event, f"{comp.label} completion")
             t = max(t, comp.done_at)
-        tracker.record([], [handle], Completion(t, label="init"))
+        tracker.record([], written, Completion(t, label="init"))
         data = self.pe.data
         if data is not None:
             data.at(t, lambda: data.write(handle, value, self.pe.mmu))

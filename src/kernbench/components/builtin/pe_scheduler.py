@@ -42,10 +42,8 @@ class PeScheduler:
     def execute(self, cmd, t_rx: float, deps: list[Completion] = ()) -> Completion:
         """Time a single-op command; ``deps`` are hazards with known end times."""
         t = max([t_rx + self.overhead_ns] + [c.done_at for c in deps])
-        if isinstance(cmd, DmaReadCmd):
-            return self._dma_read(cmd, t)
-        if isinstance(cmd, DmaWriteCmd):
-            return self._dma_write(cmd, t)
+        if isinstance(cmd, (DmaReadCmd, DmaWriteCmd)):
+            return self._dma(cmd, t)
         if isinstance(cmd, GemmCmd):
             return self._gemm(cmd, t)
         if isinstance(cmd, MathCmd):
@@ -56,27 +54,19 @@ class PeScheduler:
             return self._math("broadcast", [cmd.src], cmd.out, None, t)
         raise TypeError(f"PE_SCHEDULER cannot execute {type(cmd).__name__}")
 
-    def _dma_read(self, cmd: DmaReadCmd, t: float) -> Completion:
-        src, dst = cmd.src, cmd.dst
-        ready = max(t, ready_at(src))
-        start, done = self.pe.dma.read(view_va(src, 0, 0), src.nbytes, ready, self.ops.now,
-                                       params={"handle_id": dst.id})
+    def _dma(self, cmd: DmaReadCmd | DmaWriteCmd, t: float) -> Completion:
+        """One DMA between an HBM view and a TCM handle; the bytes are the HBM view's."""
+        reading = isinstance(cmd, DmaReadCmd)
+        hbm, tcm = (cmd.src, cmd.dst) if reading else (cmd.dst, cmd.src)
+        move = self.pe.dma.read if reading else self.pe.dma.write
+        start, done = move(view_va(hbm, 0, 0), hbm.nbytes, max(t, ready_at(cmd.src)),
+                           self.ops.now, params={"handle_id": tcm.id})
         if self.pe.data is not None:
+            # The source is sampled when the transfer starts and lands when it ends.
             box = {}
-            self.ops.data_at(start, lambda: box.setdefault("v", self.ops.read(src)))
-            self.ops.data_at(done, lambda: self.ops.write(dst, box["v"]))
-        return Completion(done, label="dma_read")
-
-    def _dma_write(self, cmd: DmaWriteCmd, t: float) -> Completion:
-        src, dst = cmd.src, cmd.dst
-        ready = max(t, ready_at(src))
-        start, done = self.pe.dma.write(view_va(dst, 0, 0), dst.nbytes, ready, self.ops.now,
-                                        params={"handle_id": src.id})
-        if self.pe.data is not None:
-            box = {}
-            self.ops.data_at(start, lambda: box.setdefault("v", self.ops.read(src)))
-            self.ops.data_at(done, lambda: self.ops.write(dst, box["v"]))
-        return Completion(done, label="dma_write")
+            self.ops.data_at(start, lambda: box.setdefault("v", self.ops.read(cmd.src)))
+            self.ops.data_at(done, lambda: self.ops.write(cmd.dst, box["v"]))
+        return Completion(done, label="dma_read" if reading else "dma_write")
 
     def _gemm(self, cmd: GemmCmd, t: float) -> Completion:
         a, b, out = cmd.a, cmd.b, cmd.out

@@ -73,14 +73,18 @@ class MemoryStore:
     def fill(self, space: str, addr: int, nbytes: int, value: int = 0) -> None:
         self._space(space).write(addr, np.full(nbytes, value, dtype=np.uint8))
 
-    def read_bytes(self, space: str, addr: int, nbytes: int) -> np.ndarray:
+    def locate(self, space: str, addr: int, extent: int, what: str) -> tuple[np.ndarray, int]:
+        """(segment buffer, offset) holding ``extent`` written bytes at ``addr``, or raise."""
         sp = self._spaces.get(space)
-        hit = sp.find(addr, nbytes) if sp else None
+        hit = sp.find(addr, extent) if sp else None
         if hit is None:
-            raise SimulationError(f"data read of {nbytes} bytes at {space}:{addr:#x} touches "
+            raise SimulationError(f"data read of {what} at {space}:{addr:#x} touches "
                                   f"bytes that were never written")
-        i, off = hit
-        return sp.bufs[i][off:off + nbytes].copy()
+        return sp.bufs[hit[0]], hit[1]
+
+    def read_bytes(self, space: str, addr: int, nbytes: int) -> np.ndarray:
+        buf, off = self.locate(space, addr, nbytes, f"{nbytes} bytes")
+        return buf[off:off + nbytes].copy()
 
     def read(self, space: str, addr: int, shape: tuple[int, ...], dtype) -> np.ndarray:
         dt = np.dtype(dtype)
@@ -120,13 +124,8 @@ def read_strided(store: MemoryStore, space: str, addr: int, shape: tuple[int, in
     dt = np.dtype(dtype)
     rows, cols = shape
     extent = (rows - 1) * stride_bytes + cols * dt.itemsize
-    sp = store._spaces.get(space)
-    hit = sp.find(addr, extent) if sp else None
-    if hit is None:
-        raise SimulationError(f"data read of a {rows}x{cols} block at {space}:{addr:#x} touches "
-                              f"bytes that were never written")
-    i, off = hit
-    return _strided(sp.bufs[i], off, shape, stride_bytes, dt).copy().view(dt).reshape(shape)
+    buf, off = store.locate(space, addr, extent, f"a {rows}x{cols} block")
+    return _strided(buf, off, shape, stride_bytes, dt).copy().view(dt).reshape(shape)
 
 
 def write_strided(store: MemoryStore, space: str, addr: int, data: np.ndarray,

@@ -152,25 +152,34 @@ class PeCommand:
     def logical_bytes(self) -> int:  # pragma: no cover - every subclass overrides
         raise NotImplementedError
 
+    def accesses(self) -> tuple[list[TensorHandle], list[TensorHandle]]:
+        """(handles read, handles written): what PE hazard tracking orders on."""
+        return ([], [])
+
 
 @dataclass(frozen=True, eq=False)
-class DmaReadCmd(PeCommand):
-    src: TensorHandle  # HBM view being read
-    dst: TensorHandle  # TCM handle receiving it
+class MoveCmd(PeCommand):
+    """Base of the three commands that move ``src`` into ``dst``."""
+
+    src: TensorHandle
+    dst: TensorHandle
 
     @property
     def logical_bytes(self) -> int:
         return MOVE_BYTES
 
+    def accesses(self) -> tuple[list[TensorHandle], list[TensorHandle]]:
+        return ([self.src], [self.dst])
+
 
 @dataclass(frozen=True, eq=False)
-class DmaWriteCmd(PeCommand):
-    src: TensorHandle  # TCM handle
-    dst: TensorHandle  # HBM view written
+class DmaReadCmd(MoveCmd):
+    """``src``: HBM view being read; ``dst``: TCM handle receiving it."""
 
-    @property
-    def logical_bytes(self) -> int:
-        return MOVE_BYTES
+
+@dataclass(frozen=True, eq=False)
+class DmaWriteCmd(MoveCmd):
+    """``src``: TCM handle; ``dst``: HBM view written."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -183,6 +192,9 @@ class GemmCmd(PeCommand):
     @property
     def logical_bytes(self) -> int:
         return FRAMING_BYTES + 1 + 3 * HANDLE_BYTES + 3 * SCALAR_BYTES + 1  # m,k,n + flag
+
+    def accesses(self) -> tuple[list[TensorHandle], list[TensorHandle]]:
+        return ([self.a, self.b] + ([self.out] if self.accumulate else []), [self.out])
 
 
 @dataclass(frozen=True, eq=False)
@@ -199,17 +211,13 @@ class MathCmd(PeCommand):
                 + (SCALAR_BYTES if self.axis is not None else 0)
                 + 1 + SCALAR_BYTES * len(self.scalars))
 
+    def accesses(self) -> tuple[list[TensorHandle], list[TensorHandle]]:
+        return (list(self.inputs), [self.out])
+
 
 @dataclass(frozen=True, eq=False)
-class CopyCmd(PeCommand):
+class CopyCmd(MoveCmd):
     """TCM -> TCM copy on the vector engine (``tl.copy_to``)."""
-
-    src: TensorHandle
-    dst: TensorHandle
-
-    @property
-    def logical_bytes(self) -> int:
-        return MOVE_BYTES
 
 
 @dataclass(frozen=True, eq=False)
@@ -223,6 +231,9 @@ class BroadcastCmd(PeCommand):
     @property
     def logical_bytes(self) -> int:
         return FRAMING_BYTES + 1 + 2 * HANDLE_BYTES + 1 + SCALAR_BYTES * len(self.new_shape)
+
+    def accesses(self) -> tuple[list[TensorHandle], list[TensorHandle]]:
+        return ([self.src], [self.out])
 
 
 @dataclass(frozen=True, eq=False)
@@ -238,6 +249,11 @@ class CompositeCmd(PeCommand):
     def logical_bytes(self) -> int:
         return (FRAMING_BYTES + 1 + sum(op.logical_bytes for op in self.ops)
                 + 1 + HANDLE_BYTES * len(self.rw_handles))
+
+    def accesses(self) -> tuple[list[TensorHandle], list[TensorHandle]]:
+        reads = [h for op in self.ops for h in op.operands.values()] + list(self.rw_handles)
+        writes = [op.out for op in self.ops if op.out is not None] + list(self.rw_handles)
+        return (reads, writes)
 
     @property
     def gemm_index(self) -> int | None:

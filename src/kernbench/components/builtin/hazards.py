@@ -9,18 +9,7 @@ buffer reused after ``tl.scratch_scope`` waits for the ops still using it.
 
 from __future__ import annotations
 
-from kernbench.triton_emu.pe_commands import (
-    BroadcastCmd,
-    Completion,
-    CompositeCmd,
-    CopyCmd,
-    DmaReadCmd,
-    DmaWriteCmd,
-    GemmCmd,
-    MathCmd,
-    TensorHandle,
-    dtype_bytes,
-)
+from kernbench.triton_emu.pe_commands import Completion, TensorHandle, dtype_bytes
 
 Range = tuple[str, int, int]
 
@@ -36,26 +25,9 @@ def byte_range(h: TensorHandle) -> Range:
     return (h.space, h.addr, h.addr + extent)
 
 
-def _handles(cmd) -> tuple[list[TensorHandle], list[TensorHandle]]:
-    """(handles read, handles written) by a command."""
-    if isinstance(cmd, DmaReadCmd | DmaWriteCmd | CopyCmd):
-        return ([cmd.src], [cmd.dst])
-    if isinstance(cmd, GemmCmd):
-        return ([cmd.a, cmd.b] + ([cmd.out] if cmd.accumulate else []), [cmd.out])
-    if isinstance(cmd, MathCmd):
-        return (list(cmd.inputs), [cmd.out])
-    if isinstance(cmd, BroadcastCmd):
-        return ([cmd.src], [cmd.out])
-    if isinstance(cmd, CompositeCmd):
-        reads = [h for op in cmd.ops for h in op.operands.values()] + list(cmd.rw_handles)
-        writes = [op.out for op in cmd.ops if op.out is not None] + list(cmd.rw_handles)
-        return (reads, writes)
-    return ([], [])
-
-
 def access_ranges(cmd) -> tuple[list[Range], list[Range]]:
     """(byte ranges read, byte ranges written) by a command, computed once per dispatch."""
-    reads, writes = _handles(cmd)
+    reads, writes = cmd.accesses()
     return [byte_range(h) for h in reads], [byte_range(h) for h in writes]
 
 

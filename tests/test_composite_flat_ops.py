@@ -15,9 +15,9 @@ from collections import Counter
 import numpy as np
 import pytest
 
+from kernbench.components.builtin.pe_cost_model import PeCostModel
+from kernbench.isa.commands import CompositeCmd, OpSpec, Scope
 from kernbench.kernels.attention_decode import decode_opt2, decode_opt3
-from kernbench.triton_emu.cost_model import PeCostModel
-from kernbench.triton_emu.pe_commands import CompositeCmd, OpSpec, Scope
 from kernbench.triton_emu.tl_context import TLContext, run_kernel
 
 from .kernel_helpers import launch_one

@@ -12,9 +12,9 @@ import pytest
 
 from kernbench.analysis.aggregate import GEMM_STAGES, busy_column, gemm_frame, write_table
 from kernbench.analysis.figures import FIGURE_RENDERERS, gemm_figures
+from kernbench.components.builtin.pe_cost_model import PeCostModel
 from kernbench.report.gemm_report import MISSING, gemm_table, gemm_values
 from kernbench.report.latex import values_file
-from kernbench.triton_emu.cost_model import PeCostModel
 
 KERNELS = {"primitive": (12.0, 400.0, 400), "prefetch": (6.0, 400.0, 400),
            "composite": (1.0, 42.875, 1)}

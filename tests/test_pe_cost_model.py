@@ -16,14 +16,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from kernbench.components.builtin.pe_cost_model import PeCostModel
 from kernbench.components.builtin.pe_gemm import gemm_cycles
-from kernbench.kernels.attention_decode import decode_opt2, decode_opt3
-from kernbench.kernels.gemm import gemm_composite, gemm_prefetch, gemm_primitive
-from kernbench.sim_engine import GraphEngine
-from kernbench.topology import load_topology
-from kernbench.triton_emu.cost_model import PeCostModel
-from kernbench.triton_emu.kernel_runner import KernelError
-from kernbench.triton_emu.pe_commands import (
+from kernbench.isa.commands import (
     BroadcastCmd,
     CompositeCmd,
     CopyCmd,
@@ -34,8 +29,13 @@ from kernbench.triton_emu.pe_commands import (
     OpSpec,
     PeCpuOverheadCmd,
     Scope,
-    TensorHandle,
 )
+from kernbench.isa.handles import TensorHandle
+from kernbench.kernels.attention_decode import decode_opt2, decode_opt3
+from kernbench.kernels.gemm import gemm_composite, gemm_prefetch, gemm_primitive
+from kernbench.sim_engine import GraphEngine
+from kernbench.topology import load_topology
+from kernbench.triton_emu.kernel_runner import KernelError
 from kernbench.triton_emu.tl_context import TLContext, run_kernel
 
 from .kernel_helpers import launch_one

@@ -13,7 +13,7 @@ import math
 import numpy as np
 import pytest
 
-from kernbench.triton_emu.pe_commands import BroadcastCmd
+from kernbench.isa.commands import BroadcastCmd
 from kernbench.triton_emu.tl_context import TLContext, run_kernel
 
 from .kernel_helpers import launch_one

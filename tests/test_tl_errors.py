@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from kernbench.errors import SimulationError
+from kernbench.isa.handles import Completion
 from kernbench.runtime_api import DPPolicy, RuntimeContext
 from kernbench.sim_engine import GraphEngine
 from kernbench.triton_emu.kernel_runner import KernelError
-from kernbench.triton_emu.pe_commands import Completion
 from kernbench.triton_emu.tl_context import ScratchOverflow, TLContext, run_kernel
 
 
@@ -91,7 +91,7 @@ CASES = {
     "recipe_missing_operand": (lambda tl: tl.composite(
         "gemm", b=tl.zeros((64, 32)), prologue=[{"op": "softmax_merge", "s": tl.zeros((4, 64))}]),
         "needs operand"),
-    "program_id_axis": (lambda tl: tl.program_id(2), "axis"),
+    "program_id_axis": (lambda tl: tl.program_id(3), "axis"),
     "program_id_negative_axis": (lambda tl: tl.program_id(-1), "axis"),
     "num_programs_axis": (lambda tl: tl.num_programs(3), "axis"),
     "negative_cycles": (lambda tl: tl.cycles(-1), "n >= 0"),
@@ -168,7 +168,7 @@ def test_kernel_error_names_the_kernel_pe_and_line(small_graph):
     assert "'my-broken-kernel'" in msg
     assert "sip0.cube0.pe0" in msg
     assert f"{Path(__file__).name}:{bad_line}" in msg
-    assert "ValueError" in msg and "do not chain" in msg
+    assert "KernelMisuse" in msg and "do not chain" in msg
     assert isinstance(info.value, SimulationError)
     assert isinstance(_root_cause(info.value), ValueError)
 

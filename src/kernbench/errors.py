@@ -25,6 +25,22 @@ class ConfigError(KernbenchError, ValueError):
         super().__init__(where + message)
 
 
+class UsageError(KernbenchError, ValueError):
+    """A command-line argument, bench parameter or name is not one that exists."""
+
+
+class KernelMisuse(KernbenchError, ValueError):
+    """A kernel used the ``tl`` API in a way it does not allow (shapes, spaces, scopes)."""
+
+
+class KernelTypeError(KernbenchError, TypeError):
+    """A kernel passed a value of the wrong kind to a ``tl`` call."""
+
+
+class KernelStateError(KernbenchError, RuntimeError):
+    """A kernel-side call made where it cannot work (outside a kernel, on a busy PE)."""
+
+
 class RoutingError(KernbenchError):
     """A node is absent from the topology or no path joins two nodes."""
 
@@ -38,7 +54,14 @@ class VaAllocationError(AllocationError):
 
 
 class MmuFault(KernbenchError):
-    """A virtual address has no mapping, or a mapping would overlap another."""
+    """A virtual address has no mapping, or a mapping would overlap another.
+
+    ``va`` is the faulting virtual address when the fault is an access.
+    """
+
+    def __init__(self, message: str, va: int | None = None) -> None:
+        super().__init__(message)
+        self.va = va
 
 
 class SimulationError(KernbenchError):

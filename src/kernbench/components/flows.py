@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from kernbench.policy.address.phys_addr import PhysAddr
 from kernbench.policy.routing import AddressResolver, PathRouter
+from kernbench.policy.routing.router import scope_policy
 from kernbench.topology import naming as nm
 
 
@@ -143,6 +144,23 @@ class FlowBuilder:
                 LegSpec("data", data, nbytes, hbm[0], hbm[1], hbm_at_start=True, continues=True))
         return FlowSpec("pe_dma_read", cmd[0], nbytes, legs, str(src), data[-1],
                         {"src_addr": src.encode(), "nbytes": nbytes})
+
+    def pe_message(self, src: tuple[int, int, int], dst: tuple[int, int, int],
+                   nbytes: int) -> FlowSpec:
+        """PE-to-PE message: source TCM -> PE_IPCQ -> fabric -> PE_IPCQ -> destination TCM."""
+
+        def build():
+            a = nm.pe_unit(*src, "pe_ipcq")
+            b = nm.pe_unit(*dst, "pe_ipcq")
+            for pe in (src, dst):
+                self.resolver.find_pe(*pe)  # RoutingError names a PE that does not exist
+            route = self.router.route(scope_policy(a, b, "data"), a, b)[0]
+            return (_join((nm.pe_unit(*src, "pe_tcm"),), route, (nm.pe_unit(*dst, "pe_tcm"),)),)
+
+        (path,) = self._cached(("pe_message", src, dst), build)
+        leg = LegSpec("data", path, nbytes)
+        return FlowSpec("pe_message", path[1], nbytes, (leg,), path[0], path[-1],
+                        {"nbytes": nbytes})
 
     def command(self, *stops: str) -> FlowSpec:
         """A zero-byte control message through ``stops`` (command links allowed)."""

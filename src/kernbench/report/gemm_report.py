@@ -236,7 +236,7 @@ def _range_values(key: str, rng: tuple[float | None, float | None], fmt) -> dict
 def gemm_values(df: pd.DataFrame, cost_model=None) -> dict[str, str]:
     """The headline quantities as LaTeX strings under stable ``\\kbv{gemm/...}`` keys.
 
-    ``cost_model`` (a :class:`~kernbench.triton_emu.cost_model.PeCostModel`) turns the
+    ``cost_model`` (a :class:`~kernbench.components.builtin.pe_cost_model.PeCostModel`) turns the
     composite's measured dispatch cycles into its descriptor size in bytes.
     """
     h = gemm_headline(df)

@@ -7,12 +7,12 @@ from pathlib import Path
 import pandas as pd
 
 from kernbench import __version__
+from kernbench.components.builtin.pe_cost_model import PeCostModel
 from kernbench.report.gemm_report import gemm_table, gemm_values
 from kernbench.report.hardware_table import hardware_table
 from kernbench.report.latex import escape, num, values_file, write
 from kernbench.report.transfer_report import transfer_table, transfer_values
 from kernbench.topology import load_topology
-from kernbench.triton_emu.cost_model import PeCostModel
 
 
 def pe_values(spec) -> dict[str, str]:

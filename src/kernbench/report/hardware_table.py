@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from kernbench.components.builtin.pe_cost_model import PeCostModel
 from kernbench.report.latex import escape, tabular
 from kernbench.report.yaml_comments import chain_comments
 from kernbench.topology.graph import TopologyGraph
-from kernbench.triton_emu.cost_model import PeCostModel
 
 
 def hardware_rows(graph: TopologyGraph) -> list[tuple[str, str, str, str]]:

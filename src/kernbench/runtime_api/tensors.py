@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from kernbench.isa.dtypes import dtype_bytes
+from kernbench.isa.handles import numel
 from kernbench.policy.address.phys_addr import PhysAddr
 from kernbench.policy.placement import DPPolicy, ShardSpec
-from kernbench.triton_emu.pe_commands import dtype_bytes, numel
 
 
 @dataclass
@@ -27,6 +28,7 @@ class Tensor:
     dp: DPPolicy
     va: int
     va_bytes: int
+    sip: int = 0  # the device (SIP) the tensor lives on
     placements: list[Placement] = field(default_factory=list)
     freed: bool = False
 
@@ -34,19 +36,21 @@ class Tensor:
     def nbytes(self) -> int:
         return numel(self.shape) * dtype_bytes(self.dtype)
 
-    def local(self, cube: int, pe: int) -> Placement:
-        for p in self.placements:
-            if p.shard.cube == cube and p.shard.pe == pe:
-                return p
-        raise KeyError(f"tensor {self.name!r} has no shard on cube {cube} PE {pe}")
+    def local(self, cube: int, pe: int, sip: int | None = None) -> Placement:
+        if sip is None or sip == self.sip:
+            for p in self.placements:
+                if p.shard.cube == cube and p.shard.pe == pe:
+                    return p
+        where = f"SIP {self.sip if sip is None else sip} cube {cube} PE {pe}"
+        raise KeyError(f"tensor {self.name!r} (on SIP {self.sip}) has no shard on {where}")
 
-    def ptr(self, cube: int, pe: int) -> int:
-        """The virtual address a kernel on (cube, pe) uses for its local shard."""
-        return self.local(cube, pe).va
+    def ptr(self, cube: int, pe: int, sip: int | None = None) -> int:
+        """The virtual address a kernel on (sip, cube, pe) uses for its local shard."""
+        return self.local(cube, pe, sip).va
 
     @property
     def local_shape(self) -> tuple[int, ...]:
         return self.placements[0].shard.shape
 
     def __repr__(self) -> str:
-        return f"Tensor({self.name!r}, {self.shape}, {self.dtype}, va={self.va:#x})"
+        return f"Tensor({self.name!r}, {self.shape}, {self.dtype}, sip{self.sip}, va={self.va:#x})"

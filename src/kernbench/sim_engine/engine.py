@@ -1,10 +1,11 @@
-"""``GraphEngine``: SimPy environment + fabric + PEs + op log + (optional) data plane.
+"""``GraphEngine``: one simulation of one topology.
 
 Every flow is timed analytically by the fabric when it is submitted and
 completes through exactly one SimPy event, so events per transfer are O(1)
 whatever the route length. In data mode a flow reads its source bytes when it
 is issued and commits them at its destination when it completes. PEs are
-created on first use; their kernels run as greenlets under SimPy processes.
+created on first use; the programs they run are attached from above (the
+kernel side registers them with :meth:`GraphEngine.register_program`).
 """
 
 from __future__ import annotations
@@ -14,17 +15,18 @@ from dataclasses import dataclass
 import numpy as np
 import simpy
 
+from kernbench.components.builtin.pe_cost_model import PeCostModel
 from kernbench.components.builtin.pe_unit import PeUnit
-from kernbench.components.data_plane import DataPlane
 from kernbench.components.fabric import Fabric, HbmEnd, LegTiming
 from kernbench.components.flows import FlowBuilder, FlowSpec
 from kernbench.errors import SimulationError
 from kernbench.policy.address.phys_addr import PhysAddr, UnitType
 from kernbench.policy.routing import AddressResolver, PathRouter
+from kernbench.sim_engine.data_plane import DataPlane
 from kernbench.sim_engine.memory_store import MemoryStore
+from kernbench.sim_engine.network import FabricNetwork
 from kernbench.sim_engine.op_log import OpLogger
 from kernbench.topology.graph import TopologyGraph
-from kernbench.triton_emu.cost_model import PeCostModel
 
 _SPACE = {UnitType.PE: "tcm", UnitType.SRAM: "sram", UnitType.MCPU: "mcpu"}
 
@@ -80,6 +82,12 @@ class FlowResult:
 
 
 class GraphEngine:
+    """Owns the SimPy environment, the fabric (link and HBM-channel occupancy), the
+    flow builder and router, the op log, the memory store (data mode), the PE
+    models and the PE-to-PE network. It knows nothing of kernels or tensors:
+    programs attach themselves to PEs and register here for deadlock reports.
+    It also serves as the ``PeServices`` of every PE unit."""
+
     def __init__(self, graph: TopologyGraph, *, enable_data: bool = False,
                  env: simpy.Environment | None = None, router: PathRouter | None = None,
                  keep_records: bool = True) -> None:
@@ -94,7 +102,8 @@ class GraphEngine:
         self.data: DataPlane | None = DataPlane(self.store, self.env) if enable_data else None
         self.cost_model = PeCostModel.from_spec(graph.spec)
         self._pes: dict[tuple[int, int, int], PeUnit] = {}
-        self.kernels: list = []
+        self.network = FabricNetwork(self)
+        self.programs: list = []
         self.completed = 0
 
     # -- PEs ---------------------------------------------------------------------
@@ -111,13 +120,10 @@ class GraphEngine:
     def pes(self) -> dict[tuple[int, int, int], PeUnit]:
         return dict(sorted(self._pes.items()))
 
-    def launch_kernel(self, sip: int, cube: int, pe: int, name: str, fn, args: tuple,
-                      kwargs: dict, start_at: float, program: tuple[int, int, int, int],
-                      scratch: tuple[int, int]) -> simpy.Process:
-        unit = self.pe(sip, cube, pe)
-        proc = unit.cpu.launch(name, fn, args, kwargs, start_at, program=program, scratch=scratch)
-        self.kernels.append(unit.cpu.runner)
-        return proc
+    def register_program(self, program) -> None:
+        """Track a program (``started``, ``finished``, ``where``, ``name``,
+        ``waiting_on``) so a drained event queue can name what is blocked."""
+        self.programs.append(program)
 
     def book_flow(self, flow: FlowSpec, start: float) -> float:
         """Book ``flow`` starting at ``start`` (>= now); returns its completion time."""
@@ -186,7 +192,7 @@ class GraphEngine:
             self._raise_deadlock()
 
     def _raise_deadlock(self) -> None:
-        blocked = [r for r in self.kernels if r.started and not r.finished]
+        blocked = [r for r in self.programs if r.started and not r.finished]
         if blocked:
             what = "; ".join(f"{r.where} ({r.name}) waits for {r.waiting_on or 'an event'}"
                              for r in blocked)

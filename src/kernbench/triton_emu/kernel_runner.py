@@ -1,9 +1,15 @@
-"""Run a kernel body in a greenlet, driven by a SimPy process (ADR-0046 D2).
+"""Run a kernel body in a greenlet, driven by a SimPy process.
 
 The kernel is plain Python. When it must wait for simulated time, it switches
 to the SimPy side with an event; the process yields that event and switches
-back with its value. A kernel exception surfaces as :class:`KernelError`
-naming the kernel, the PE and the kernel source line.
+back with its value (or throws the event's failure into the kernel). The
+process is itself an event: it succeeds with the body's value or fails.
+
+Errors are sorted at this boundary (docs/adr/0018-honest-errors.md): a
+KernBench user error (``tl`` misuse, an MMU fault) or an exception raised by
+the kernel's own code becomes a :class:`KernelError` naming the kernel, the
+PE and the kernel source line; any other exception is a simulator bug and
+propagates unchanged, with a note saying which kernel was running.
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ from collections.abc import Callable
 
 from greenlet import greenlet
 
-from kernbench.errors import SimulationError
+from kernbench.errors import KernbenchError, MmuFault, SimulationError
 
 
 class KernelError(SimulationError):
@@ -23,7 +29,8 @@ class KernelError(SimulationError):
 class KernelRunner:
     def __init__(self, env, name: str, where: str, body: Callable[[], object],
                  kernel_file: str | None = None, on_resume: Callable[[], None] | None = None,
-                 on_leave: Callable[[], None] | None = None):
+                 on_leave: Callable[[], None] | None = None,
+                 describe_va: Callable[[int], str] | None = None):
         self.env = env
         self.name = name
         self.where = where
@@ -31,6 +38,7 @@ class KernelRunner:
         self._kernel_file = kernel_file
         self._on_resume = on_resume
         self._on_leave = on_leave
+        self._describe_va = describe_va
         self._greenlet: greenlet | None = None
         self.waiting_on: str | None = None
         self.started = False
@@ -45,8 +53,12 @@ class KernelRunner:
         request = self._greenlet.switch()
         self._leave()
         while not self._greenlet.dead:
-            value = yield request
-            request = self._greenlet.switch(value)
+            try:
+                value = yield request
+            except Exception as exc:  # noqa: BLE001 - the awaited work failed: the kernel sees it
+                request = self._greenlet.throw(exc)
+            else:
+                request = self._greenlet.switch(value)
             self._leave()
         self.finished = True
         if isinstance(request, _Failure):
@@ -65,29 +77,45 @@ class KernelRunner:
             return self._body()
         except KernelError as exc:
             return _Failure(exc)
-        except Exception as exc:  # noqa: BLE001 - re-raised with kernel context
-            return _Failure(self._describe(exc))
+        except Exception as exc:  # noqa: BLE001 - sorted into user error or bug below
+            if isinstance(exc, KernbenchError) or self._raised_by_kernel(exc):
+                return _Failure(self._describe(exc))
+            exc.add_note(f"(raised inside the simulator while kernel {self.name!r} ran on "
+                         f"{self.where})")
+            return _Failure(exc)
 
     def wait(self, event, what: str):
         """Called from inside the kernel: suspend until ``event`` fires."""
         self.waiting_on = what
-        value = self._greenlet.parent.switch(event)
-        self.waiting_on = None
-        if self._on_resume:
-            self._on_resume()
+        try:
+            value = self._greenlet.parent.switch(event)
+        finally:
+            self.waiting_on = None
+            if self._on_resume:
+                self._on_resume()
         return value
 
     def sleep_until(self, t: float, what: str = "time") -> None:
         if t > self.env.now:
             self.wait(self.env.timeout(t - self.env.now), f"{what} {t:.1f} ns")
 
+    def _raised_by_kernel(self, exc: Exception) -> bool:
+        """True when the innermost frame is the kernel's own source."""
+        frames = traceback.extract_tb(exc.__traceback__)
+        return bool(frames and self._kernel_file and frames[-1].filename == self._kernel_file)
+
     def _describe(self, exc: Exception) -> KernelError:
         frames = traceback.extract_tb(exc.__traceback__)
         mine = [f for f in frames if self._kernel_file and f.filename == self._kernel_file]
-        at = mine[-1] if mine else (frames[-1] if frames else None)
-        loc = f"{at.filename}:{at.lineno} ({at.line})" if at else "unknown location"
-        err = KernelError(f"kernel {self.name!r} on {self.where} failed at {loc}: "
-                          f"{type(exc).__name__}: {exc}")
+        at = mine[-1] if mine else None
+        loc = f" at {at.filename}:{at.lineno} ({at.line})" if at else ""
+        if isinstance(exc, MmuFault) and exc.va is not None:
+            owner = self._describe_va(exc.va) if self._describe_va else "no SIP maps it"
+            text = (f"kernel {self.name!r} on {self.where}{loc}: virtual address {exc.va:#x} is "
+                    f"not mapped on this PE's SIP ({owner})")
+        else:
+            text = f"kernel {self.name!r} on {self.where} failed{loc}: {type(exc).__name__}: {exc}"
+        err = KernelError(text)
         err.__cause__ = exc
         return err
 

@@ -12,8 +12,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kernbench.components.numerics import ALL_MATH_OPS, UNARY
+from kernbench.errors import KernelMisuse
+from kernbench.isa.commands import CompositeCmd, OpSpec, Scope
+from kernbench.isa.handles import TensorHandle
 from kernbench.triton_emu import tl_recipes
-from kernbench.triton_emu.pe_commands import CompositeCmd, OpSpec, Scope, TensorHandle
 
 EPILOGUE_OPS = {"bias": ("bias",), "scale": ("factor",), "add": ("other",), "relu": (),
                 "gelu": (), "silu": ()}
@@ -43,32 +45,32 @@ class CompositeMixin:
         if op == "gemm":
             if primary is not None:
                 if a is not None:
-                    raise ValueError("auto-bind conflict: the prologue recipe's primary output "
+                    raise KernelMisuse("auto-bind conflict: the prologue recipe's primary output "
                                      "binds the GEMM's 'a'; do not pass a= as well")
                 a = primary
             if a is None or b is None:
-                raise ValueError("tl.composite(op='gemm') needs a and b")
+                raise KernelMisuse("tl.composite(op='gemm') needs a and b")
             self._check(a, b)
             if len(a.shape) != 2 or len(b.shape) != 2 or a.shape[1] != b.shape[0]:
-                raise ValueError(f"composite gemm shapes do not chain: {a.shape} x {b.shape}")
+                raise KernelMisuse(f"composite gemm shapes do not chain: {a.shape} x {b.shape}")
             M, K, N = a.shape[0], a.shape[1], b.shape[1]
             out = self._composite_out(out, out_ptr, (M, N), out_dtype or acc_dtype)
             head = OpSpec("gemm", Scope.KERNEL, {"a": a, "b": b}, {"m": M, "k": K, "n": N}, out)
         elif op == "math":
             if math_op not in ALL_MATH_OPS or math_op not in UNARY:
-                raise ValueError(f"composite math_op must be an elementwise unary op "
+                raise KernelMisuse(f"composite math_op must be an elementwise unary op "
                                  f"({', '.join(sorted(UNARY))}), got {math_op!r}")
             if a is None:
-                raise ValueError("tl.composite(op='math') needs a")
+                raise KernelMisuse("tl.composite(op='math') needs a")
             self._check(a)
             out = self._composite_out(out, out_ptr, a.shape, out_dtype or a.dtype)
             head = OpSpec(math_op, Scope.KERNEL, {"a": a}, {}, out)
         else:
-            raise ValueError(f"tl.composite op must be 'gemm' or 'math', got {op!r}")
+            raise KernelMisuse(f"tl.composite op must be 'gemm' or 'math', got {op!r}")
         epi_ops = [self._epilogue(item, out) for item in epilogue or ()]
         ops = tuple(pro_ops) + (head,) + tuple(epi_ops)
         if sum(1 for o in ops if o.kind == "gemm") > 1:
-            raise ValueError("a composite may hold at most one GEMM op")
+            raise KernelMisuse("a composite may hold at most one GEMM op")
         accumulate = any(o.kind == "add" and o.operands.get("other") is out for o in epi_ops)
         if accumulate and out not in rw:
             rw.append(out)
@@ -81,11 +83,11 @@ class CompositeMixin:
 
     def _composite_out(self, out, out_ptr, shape, dtype) -> TensorHandle:
         if out is not None and out_ptr is not None:
-            raise ValueError("pass either out= or out_ptr=, not both")
+            raise KernelMisuse("pass either out= or out_ptr=, not both")
         if out is not None:
             self._check(out)
             if tuple(out.shape) != tuple(shape):
-                raise ValueError(f"composite out has shape {out.shape}, expected {shape}")
+                raise KernelMisuse(f"composite out has shape {out.shape}, expected {shape}")
             return out
         if out_ptr is not None:
             return self.ref(out_ptr, shape, dtype)
@@ -95,20 +97,20 @@ class CompositeMixin:
         if isinstance(item, OpSpec):
             return item
         if not isinstance(item, dict) or "op" not in item:
-            raise ValueError(f"epilogue items are dicts with an 'op', got {item!r}")
+            raise KernelMisuse(f"epilogue items are dicts with an 'op', got {item!r}")
         kind = item["op"]
         if kind not in EPILOGUE_OPS:
-            raise ValueError(f"unknown epilogue op {kind!r} (allowed: {', '.join(EPILOGUE_OPS)})")
+            raise KernelMisuse(f"unknown epilogue op {kind!r} (allowed: {', '.join(EPILOGUE_OPS)})")
         scope_name = item.get("scope", "output_tile")
         if scope_name not in _SCOPES:
-            raise ValueError(f"epilogue scope must be one of {', '.join(_SCOPES)}, got {scope_name!r}")
+            raise KernelMisuse(f"epilogue scope must be one of {', '.join(_SCOPES)}, got {scope_name!r}")
         needed = EPILOGUE_OPS[kind]
         missing = [f for f in needed if f not in item]
         if missing:
-            raise ValueError(f"epilogue {kind!r} needs field(s) {missing}")
+            raise KernelMisuse(f"epilogue {kind!r} needs field(s) {missing}")
         unknown = set(item) - {"op", "scope", *needed}
         if unknown:
-            raise ValueError(f"epilogue {kind!r} got unknown field(s) {sorted(unknown)}")
+            raise KernelMisuse(f"epilogue {kind!r} got unknown field(s) {sorted(unknown)}")
         operands, extra = {}, {}
         for f in needed:
             if isinstance(item[f], TensorHandle):

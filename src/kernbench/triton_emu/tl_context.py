@@ -22,12 +22,11 @@ from typing import Any
 
 import numpy as np
 
+from kernbench.components.builtin.pe_cost_model import PeCostModel
 from kernbench.components.tiling import supertile
-from kernbench.triton_emu.cost_model import PeCostModel
-from kernbench.triton_emu.pe_commands import (
-    DTYPES,
+from kernbench.errors import KernelMisuse, KernelStateError, KernelTypeError
+from kernbench.isa.commands import (
     BroadcastCmd,
-    Completion,
     CopyCmd,
     DmaReadCmd,
     DmaWriteCmd,
@@ -35,9 +34,9 @@ from kernbench.triton_emu.pe_commands import (
     MathCmd,
     PeCommand,
     PeCpuOverheadCmd,
-    TensorHandle,
-    dtype_bytes,
 )
+from kernbench.isa.dtypes import dtype_bytes, np_dtype
+from kernbench.isa.handles import Completion, TensorHandle
 from kernbench.triton_emu.tl_composite import CompositeMixin
 
 ALIGN = 64
@@ -45,7 +44,7 @@ ALIGN = 64
 _active: list[TLContext | None] = [None]
 
 
-class ScratchOverflow(RuntimeError):
+class ScratchOverflow(KernelStateError):
     """A kernel allocated more scratch than its PE has (use tl.scratch_scope)."""
 
 
@@ -59,12 +58,21 @@ class _Scope:
 
 
 class TLContext(CompositeMixin):
+    """The ``tl`` object one kernel instance receives (docs/tl-api.md).
+
+    What it owns: the kernel's program ids (PE, CUBE, SIP), its scratch
+    allocator and scopes, and the construction and checking of every command.
+    What it does not own: timing. It hands each command to its executor
+    (the PE's PE_CPU in a simulation, or a plain list in command-list mode).
+    """
+
     def __init__(self, *, pe_id: int = 0, num_programs: int = 1, cube_id: int = 0,
-                 num_cubes: int = 1, executor=None, scratch_base: int = 0,
-                 scratch_size: int = 1 << 20, cost_model: PeCostModel | None = None,
+                 num_cubes: int = 1, sip_id: int = 0, num_sips: int = 1, executor=None,
+                 scratch_base: int = 0, scratch_size: int = 1 << 20,
+                 cost_model: PeCostModel | None = None,
                  tile_shape: tuple[int, int, int] = (32, 64, 32)) -> None:
-        self._pe_id, self._num_programs = pe_id, num_programs
-        self._cube_id, self._num_cubes = cube_id, num_cubes
+        self._ids = (pe_id, cube_id, sip_id)
+        self._counts = (num_programs, num_cubes, num_sips)
         self._exec = executor  # PE_CPU in greenlet mode; None = command-list mode
         self._scratch_base, self._scratch_size = scratch_base, scratch_size
         self._cursor = 0
@@ -85,7 +93,7 @@ class TLContext(CompositeMixin):
     def _get_active() -> TLContext:
         ctx = _active[0]
         if ctx is None:
-            raise RuntimeError("no active TLContext: tensor operators only work inside a kernel")
+            raise KernelStateError("no active TLContext: tensor operators only work inside a kernel")
         return ctx
 
     def _new_id(self) -> str:
@@ -116,10 +124,10 @@ class TLContext(CompositeMixin):
     def _check(self, *handles: TensorHandle) -> None:
         for h in handles:
             if not isinstance(h, TensorHandle):
-                raise TypeError(f"expected a tensor handle, got {type(h).__name__}")
+                raise KernelTypeError(f"expected a tensor handle, got {type(h).__name__}")
             scope = self._scope_of.get(h.id)
             if scope is not None and scope.dead:
-                raise ValueError(f"{h} is used after the tl.scratch_scope that allocated it ended")
+                raise KernelMisuse(f"{h} is used after the tl.scratch_scope that allocated it ended")
 
     def _block(self, comp: Completion | None) -> None:
         if comp is not None:
@@ -131,14 +139,17 @@ class TLContext(CompositeMixin):
 
     # -- scalars / indices -----------------------------------------------------
     def program_id(self, axis: int = 0) -> int:
-        if axis not in (0, 1):
-            raise ValueError(f"program_id axis must be 0 (PE in cube) or 1 (cube), got {axis}")
-        return self._pe_id if axis == 0 else self._cube_id
+        """0: this PE's index in its CUBE's launch grid, 1: the CUBE, 2: the SIP."""
+        if axis not in (0, 1, 2):
+            raise KernelMisuse(f"program_id axis must be 0 (PE in cube), 1 (cube) or 2 (SIP), "
+                               f"got {axis}")
+        return self._ids[axis]
 
     def num_programs(self, axis: int = 0) -> int:
-        if axis not in (0, 1):
-            raise ValueError(f"num_programs axis must be 0 or 1, got {axis}")
-        return self._num_programs if axis == 0 else self._num_cubes
+        """0: PEs per CUBE in the launch, 1: CUBEs in the launch, 2: SIPs in the system."""
+        if axis not in (0, 1, 2):
+            raise KernelMisuse(f"num_programs axis must be 0, 1 or 2, got {axis}")
+        return self._counts[axis]
 
     @staticmethod
     def cdiv(a: int, b: int) -> int:
@@ -158,12 +169,12 @@ class TLContext(CompositeMixin):
 
     def full(self, shape: Sequence[int], value: float, dtype: str = "f16") -> TensorHandle:
         h = self._alloc(tuple(shape), dtype)
-        self._write_now(h, np.full(h.shape, value, DTYPES[dtype]))
+        self._write_now(h, np.full(h.shape, value, np_dtype(dtype)))
         return h
 
     def arange(self, start: int, end: int, dtype: str = "i32") -> TensorHandle:
         h = self._alloc((end - start,), dtype)
-        self._write_now(h, np.arange(start, end).astype(DTYPES[dtype]))
+        self._write_now(h, np.arange(start, end).astype(np_dtype(dtype)))
         return h
 
     def ref(self, ptr: int, shape: Sequence[int], dtype: str = "f16",
@@ -171,7 +182,7 @@ class TLContext(CompositeMixin):
         """An HBM view (virtual address ``ptr``) without moving data."""
         shape = tuple(int(s) for s in shape)
         if row_stride is not None and (len(shape) != 2 or row_stride < shape[1]):
-            raise ValueError(f"row_stride {row_stride} needs a 2-D shape whose rows fit in it")
+            raise KernelMisuse(f"row_stride {row_stride} needs a 2-D shape whose rows fit in it")
         dtype_bytes(dtype)
         return TensorHandle(self._new_id(), int(ptr), shape, dtype, "hbm", False, row_stride)
 
@@ -189,7 +200,7 @@ class TLContext(CompositeMixin):
         else:
             self._check(out)
             if out.space != "tcm" or out.shape != src.shape or out.dtype != dtype:
-                raise ValueError(f"tl.load out= must be a TCM tensor of shape {src.shape} "
+                raise KernelMisuse(f"tl.load out= must be a TCM tensor of shape {src.shape} "
                                  f"and dtype {dtype}, got {out}")
             dst = out  # the scheduler orders this write after the buffer's readers
         dst.pending = self._emit(DmaReadCmd(src, dst))
@@ -198,7 +209,7 @@ class TLContext(CompositeMixin):
     def store(self, ptr: int, handle: TensorHandle, row_stride: int | None = None) -> None:
         self._check(handle)
         if handle.space != "tcm":
-            raise ValueError(f"tl.store needs a TCM handle, got {handle}")
+            raise KernelMisuse(f"tl.store needs a TCM handle, got {handle}")
         dst = self.ref(ptr, handle.shape, handle.dtype, row_stride)
         self._block(self._emit(DmaWriteCmd(handle, dst)))
 
@@ -208,12 +219,12 @@ class TLContext(CompositeMixin):
         self._check(a, b, *(h for h in (acc,) if h is not None))
         for h in (a, b):
             if h.space != "tcm":
-                raise ValueError(f"tl.dot operands must be in TCM (tl.load them first), got {h}")
+                raise KernelMisuse(f"tl.dot operands must be in TCM (tl.load them first), got {h}")
         if len(a.shape) != 2 or len(b.shape) != 2 or a.shape[1] != b.shape[0]:
-            raise ValueError(f"tl.dot shapes do not chain: {a.shape} x {b.shape}")
+            raise KernelMisuse(f"tl.dot shapes do not chain: {a.shape} x {b.shape}")
         shape = (a.shape[0], b.shape[1])
         if acc is not None and (acc.shape != shape or acc.space != "tcm"):
-            raise ValueError(f"tl.dot acc must be a TCM tensor of shape {shape}, got {acc}")
+            raise KernelMisuse(f"tl.dot acc must be a TCM tensor of shape {shape}, got {acc}")
         out = acc if acc is not None else self._alloc(shape, out_dtype)
         comp = self._emit(GemmCmd(a, b, out, accumulate=acc is not None))
         self._block(comp)
@@ -226,23 +237,23 @@ class TLContext(CompositeMixin):
             return x
         if isinstance(x, int | float | np.floating | np.integer):
             return self.full((1,), float(x), "f32" if like.dtype in ("f16", "f32") else like.dtype)
-        raise TypeError(f"cannot use {type(x).__name__} as a tensor operand")
+        raise KernelTypeError(f"cannot use {type(x).__name__} as a tensor operand")
 
     def _math(self, op: str, inputs: list[Any], axis: int | None = None,
               out_shape: tuple[int, ...] | None = None, out_dtype: str | None = None
               ) -> TensorHandle:
         first = next((x for x in inputs if isinstance(x, TensorHandle)), None)
         if first is None:
-            raise TypeError(f"tl math op {op!r} needs at least one tensor operand")
+            raise KernelTypeError(f"tl math op {op!r} needs at least one tensor operand")
         handles = [self._as_handle(x, first) for x in inputs]
         for h in handles:
             if h.space != "tcm":
-                raise ValueError(f"math operands must be in TCM, got {h}")
+                raise KernelMisuse(f"math operands must be in TCM, got {h}")
         if out_shape is None:
             try:
                 out_shape = np.broadcast_shapes(*(h.shape for h in handles))
             except ValueError:
-                raise ValueError(f"tl.{op}: shapes {[h.shape for h in handles]} do not broadcast"
+                raise KernelMisuse(f"tl.{op}: shapes {[h.shape for h in handles]} do not broadcast"
                                  ) from None
         out = self._alloc(tuple(out_shape), out_dtype or first.dtype)
         comp = self._emit(MathCmd(op, tuple(handles), out, axis))
@@ -278,7 +289,7 @@ class TLContext(CompositeMixin):
     def _reduce(self, op: str, x: TensorHandle, axis: int) -> TensorHandle:
         self._check(x)
         if not -len(x.shape) <= axis < len(x.shape):
-            raise ValueError(f"tl.{op}: axis {axis} out of range for shape {x.shape}")
+            raise KernelMisuse(f"tl.{op}: axis {axis} out of range for shape {x.shape}")
         shape = list(x.shape)
         shape[axis] = 1
         return self._math(op, [x], axis=axis, out_shape=tuple(shape))
@@ -292,7 +303,7 @@ class TLContext(CompositeMixin):
         """Transpose a 2-D tensor: metadata in timing, a real transpose in data mode."""
         self._check(x)
         if len(x.shape) != 2:
-            raise ValueError(f"tl.trans needs a 2-D tensor, got shape {x.shape}")
+            raise KernelMisuse(f"tl.trans needs a 2-D tensor, got shape {x.shape}")
         return self._view_of(x, TensorHandle(self._new_id(), x.addr, (x.shape[1], x.shape[0]),
                                              x.dtype, x.space, x.pinned, x.row_stride,
                                              not x.transposed, x.pending))
@@ -302,9 +313,9 @@ class TLContext(CompositeMixin):
         self._check(x)
         shape = tuple(int(s) for s in shape)
         if math.prod(shape) != x.numel:
-            raise ValueError(f"tl.reshape cannot turn {x.shape} into {shape} (element counts differ)")
+            raise KernelMisuse(f"tl.reshape cannot turn {x.shape} into {shape} (element counts differ)")
         if x.transposed or (x.row_stride not in (None, x.shape[-1])):
-            raise ValueError(f"tl.reshape needs a contiguous tensor, got {x}")
+            raise KernelMisuse(f"tl.reshape needs a contiguous tensor, got {x}")
         return self._view_of(x, TensorHandle(self._new_id(), x.addr, shape, x.dtype, x.space,
                                              x.pinned, None, False, x.pending))
 
@@ -321,10 +332,10 @@ class TLContext(CompositeMixin):
         new_shape = tuple(int(s) for s in new_shape)
         if len(new_shape) != len(x.shape) or any(
                 a != b and a != 1 for a, b in zip(x.shape, new_shape, strict=True)):
-            raise ValueError(f"tl.broadcast: {x.shape} cannot broadcast to {new_shape} "
+            raise KernelMisuse(f"tl.broadcast: {x.shape} cannot broadcast to {new_shape} "
                              f"(each axis must match or be 1)")
         if x.space != "tcm":
-            raise ValueError(f"tl.broadcast needs a TCM tensor, got {x}")
+            raise KernelMisuse(f"tl.broadcast needs a TCM tensor, got {x}")
         out = self._alloc(new_shape, x.dtype)
         comp = self._emit(BroadcastCmd(x, out, new_shape))
         self._block(comp)
@@ -357,9 +368,9 @@ class TLContext(CompositeMixin):
     def copy_to(self, dst: TensorHandle, src: TensorHandle) -> None:
         self._check(dst, src)
         if dst.shape != src.shape or dst.dtype != src.dtype:
-            raise ValueError(f"tl.copy_to needs equal shapes and dtypes, got {dst} <- {src}")
+            raise KernelMisuse(f"tl.copy_to needs equal shapes and dtypes, got {dst} <- {src}")
         if dst.space != "tcm" or src.space != "tcm":
-            raise ValueError(f"tl.copy_to copies TCM to TCM, got {dst} <- {src}")
+            raise KernelMisuse(f"tl.copy_to copies TCM to TCM, got {dst} <- {src}")
         comp = self._emit(CopyCmd(src, dst))
         self._block(comp)
         dst.pending = comp
@@ -367,13 +378,13 @@ class TLContext(CompositeMixin):
     # -- control -------------------------------------------------------------------------
     def cycles(self, n: int) -> None:
         if n < 0:
-            raise ValueError(f"tl.cycles needs n >= 0, got {n}")
+            raise KernelMisuse(f"tl.cycles needs n >= 0, got {n}")
         comp = self._emit(PeCpuOverheadCmd(int(n)))
         self._block(comp)
 
     def wait(self, handle: TensorHandle | Completion | None = None) -> None:
         if handle is not None and not isinstance(handle, TensorHandle | Completion):
-            raise TypeError(f"tl.wait takes a tensor handle, a completion or None, got {handle!r}")
+            raise KernelTypeError(f"tl.wait takes a tensor handle, a completion or None, got {handle!r}")
         if self._exec is None:
             return
         if handle is None:

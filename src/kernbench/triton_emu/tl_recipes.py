@@ -11,7 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from kernbench.triton_emu.pe_commands import OpSpec, Scope, TensorHandle
+from kernbench.errors import KernelMisuse
+from kernbench.isa.commands import OpSpec, Scope
+from kernbench.isa.handles import TensorHandle
 
 
 @dataclass(frozen=True)
@@ -67,19 +69,19 @@ def expand(item: dict, alloc: Callable[[tuple[int, ...], str], TensorHandle]
     """Expand one prologue item into (ops, read-write handles, primary output)."""
     name = item.get("op")
     if name not in RECIPES:
-        raise ValueError(f"unknown prologue recipe {name!r} (known: {', '.join(sorted(RECIPES))})")
+        raise KernelMisuse(f"unknown prologue recipe {name!r} (known: {', '.join(sorted(RECIPES))})")
     recipe = RECIPES[name]
     extra_keys = set(item) - {"op"} - set(recipe.operands)
     if extra_keys:
-        raise ValueError(f"recipe {name!r} got unknown operand(s) {sorted(extra_keys)} "
+        raise KernelMisuse(f"recipe {name!r} got unknown operand(s) {sorted(extra_keys)} "
                          f"(expects {', '.join(recipe.operands)})")
     slots: dict[str, TensorHandle] = {}
     for op_name in recipe.operands:
         h = item.get(op_name)
         if not isinstance(h, TensorHandle):
-            raise ValueError(f"recipe {name!r} needs operand {op_name!r} as a tensor handle")
+            raise KernelMisuse(f"recipe {name!r} needs operand {op_name!r} as a tensor handle")
         if h.space != "tcm":
-            raise ValueError(f"recipe {name!r} operand {op_name!r} must be TCM-resident "
+            raise KernelMisuse(f"recipe {name!r} operand {op_name!r} must be TCM-resident "
                              f"(prologue MATH operands cannot stream from HBM), got {h}")
         slots[op_name] = h
     for slot, shape_fn in recipe.scratch.items():

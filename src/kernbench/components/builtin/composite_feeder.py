@@ -16,17 +16,29 @@ import heapq
 import numpy as np
 
 from kernbench.components import numerics
+from kernbench.components.builtin.dispatch import executes
 from kernbench.components.builtin.pe_ops import ready_at, view_va
 from kernbench.components.tiling import chunks, gemm_tiles, n_group, supertile
-from kernbench.triton_emu.pe_commands import (
-    Completion,
-    CompositeCmd,
-    OpSpec,
-    Scope,
-    dtype_bytes,
-)
+from kernbench.isa.commands import CompositeCmd, OpSpec, Scope
+from kernbench.isa.dtypes import dtype_bytes
+from kernbench.isa.handles import Completion
 
 ACC_BYTES = 4  # composite accumulators are f32
+
+
+@executes(CompositeCmd)
+def execute_composite(pe, cmd: CompositeCmd, t_issue: float, deps) -> Completion:
+    """Feed ``cmd``'s tile plan from a SimPy process once ``deps`` have completed.
+
+    ``deps`` come from the address hazard table: in-flight ops whose writes
+    this composite reads, or whose reads/writes it overwrites. Two composites
+    sharing a read-write handle therefore run in dispatch order (strict FIFO).
+    The completion is pending until the feeder signals it.
+    """
+    comp = Completion(event=pe.env.event(), label="composite")
+    sched = pe.scheduler
+    pe.env.process(sched.feeder.run(cmd, t_issue + sched.overhead_ns, comp, list(deps)))
+    return comp
 
 
 class CompositeFeeder:
@@ -36,6 +48,14 @@ class CompositeFeeder:
         self.node_id = node_id
 
     def run(self, cmd: CompositeCmd, t0: float, comp: Completion, waits):
+        """The feeder process; a failure (e.g. an MMU fault) is handed to whoever
+        waits on the composite, which is the kernel that issued it."""
+        try:
+            yield from self._run(cmd, t0, comp, waits)
+        except Exception as exc:  # noqa: BLE001 - re-raised in the waiting kernel
+            comp.fail(exc)
+
+    def _run(self, cmd: CompositeCmd, t0: float, comp: Completion, waits):
         env = self.pe.env
         for c in waits:
             if c.done_at is None:
@@ -69,8 +89,7 @@ class CompositeFeeder:
                           src_b_space=b.space, dtype_in=a.dtype)
         self.pe.op_log.record(t0, end, self.node_id, "gemm" if g is not None else "math",
                               f"composite_{head.kind}", params, "COMPOSITE")
-        comp.done_at = end
-        comp.event.succeed(end)
+        comp.complete(end)
 
     def _single_shot(self, op: OpSpec, t: float) -> float:
         """A KERNEL-scope op on TCM operands, once, after ``t``."""

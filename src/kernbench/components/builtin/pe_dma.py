@@ -2,15 +2,20 @@
 
 A channel is held only while a request is translated (PE_MMU) and its
 descriptor is processed (PE_DMA overhead), i.e. until it is handed to the
-fabric (ADR-0014); many requests can then be in flight, and the fabric's link
-and pseudo-channel bookings serialise their data. READ and WRITE channels run
-in parallel.
+fabric (docs/adr/0008-pe-pipeline-timing.md); many requests can then be in
+flight, and the fabric's link and pseudo-channel bookings serialise their
+data. READ and WRITE channels run in parallel. The unit executes the
+``tl.load`` / ``tl.store`` commands (``DmaReadCmd``, ``DmaWriteCmd``).
 """
 
 from __future__ import annotations
 
+from kernbench.components.builtin.dispatch import executes
 from kernbench.components.builtin.engine import Engine
 from kernbench.components.builtin.pe_mmu import PeMmu
+from kernbench.components.builtin.pe_ops import ready_at, view_va
+from kernbench.isa.commands import DmaReadCmd, DmaWriteCmd
+from kernbench.isa.handles import Completion
 
 
 class PeDma:
@@ -50,3 +55,28 @@ class PeDma:
             p.update(params)
         self.services.op_log.record(start, done, self.node_id, "memory", op_name, p, stage)
         return start, done
+
+
+@executes(DmaReadCmd)
+def execute_dma_read(pe, cmd: DmaReadCmd, t_issue: float, deps) -> Completion:
+    """HBM view ``src`` -> TCM handle ``dst`` (the bytes are the HBM view's)."""
+    return _move(pe, cmd, cmd.src, cmd.dst, pe.dma.read, "dma_read", t_issue, deps)
+
+
+@executes(DmaWriteCmd)
+def execute_dma_write(pe, cmd: DmaWriteCmd, t_issue: float, deps) -> Completion:
+    """TCM handle ``src`` -> HBM view ``dst``."""
+    return _move(pe, cmd, cmd.dst, cmd.src, pe.dma.write, "dma_write", t_issue, deps)
+
+
+def _move(pe, cmd, hbm, tcm, move, label: str, t_issue: float, deps) -> Completion:
+    ops = pe.scheduler.ops
+    t = pe.scheduler.accept(t_issue, deps)
+    start, done = move(view_va(hbm, 0, 0), hbm.nbytes, max(t, ready_at(cmd.src)), ops.now,
+                       params={"handle_id": tcm.id})
+    if pe.data is not None:
+        # The source is sampled when the transfer starts and lands when it ends.
+        box = {}
+        ops.data_at(start, lambda: box.setdefault("v", ops.read(cmd.src)))
+        ops.data_at(done, lambda: ops.write(cmd.dst, box["v"]))
+    return Completion(done, label=label)

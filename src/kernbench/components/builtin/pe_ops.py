@@ -6,7 +6,8 @@ data-mode reads and commits at the stage times.
 
 from __future__ import annotations
 
-from kernbench.triton_emu.pe_commands import TensorHandle, dtype_bytes
+from kernbench.isa.dtypes import dtype_bytes
+from kernbench.isa.handles import TensorHandle
 
 
 def ready_at(h: TensorHandle) -> float:

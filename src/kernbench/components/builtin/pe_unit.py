@@ -14,8 +14,8 @@ from kernbench.topology.spec import PE_SUBCOMPONENTS
 
 
 class PeUnit:
-    """Bundles one PE's units. ``services`` is the engine's narrow interface:
-    env, flows, book_flow(flow, start), op_log, data (None unless data mode)."""
+    """Bundles one PE's units. ``services`` is the engine's narrow interface
+    (``components.services.PeServices``)."""
 
     def __init__(self, sip: int, cube: int, pe: int, services, spec, cost_model) -> None:
         self.sip, self.cube, self.pe = sip, cube, pe
@@ -26,6 +26,7 @@ class PeUnit:
         self.env = services.env
         self.op_log = services.op_log
         self.data = services.data
+        self.network = services.network
         ovh = spec.pe.overhead_ns
         p = spec.pe
         self.mmu = PeMmu(self.ids["pe_mmu"], ovh["pe_mmu"], p.page_size)

@@ -66,7 +66,7 @@ class PageTableMmu:
         """(region va start, region va end, pa of the start) containing ``va``."""
         i = bisect_right(self._starts, va) - 1
         if i < 0 or self._ends[i] <= va:
-            raise MmuFault(f"page fault: virtual address {va:#x} is not mapped")
+            raise MmuFault(f"page fault: virtual address {va:#x} is not mapped", va=va)
         return self._starts[i], self._ends[i], self._pas[i]
 
     def translate(self, va: int) -> int:

@@ -39,7 +39,7 @@ POLICIES: dict[str, frozenset[str]] = {
 }
 
 
-def _scope_policy(src: str, dst: str, wide: str) -> str:
+def scope_policy(src: str, dst: str, wide: str) -> str:
     """Narrowest policy that can join src and dst: same cube, same SIP, or anywhere."""
     if nm.same_cube(src, dst):
         return "local"
@@ -118,17 +118,17 @@ class PathRouter:
 
     def find_path_with_distance(self, src_pe: str, dst_node: str) -> tuple[list[str], float]:
         start = f"{src_pe}.pe_dma"
-        policy = _scope_policy(start, dst_node, "data")
+        policy = scope_policy(start, dst_node, "data")
         path, cost = self.route(policy, start, dst_node)
         return list(path), cost
 
     def find_path_to_pe(self, src_node: str, dst_pe: str) -> list[str]:
         """Return route of DMA data from ``src_node`` into ``dst_pe``'s DMA engine."""
         goal = f"{dst_pe}.pe_dma"
-        return list(self.route(_scope_policy(src_node, goal, "data"), src_node, goal)[0])
+        return list(self.route(scope_policy(src_node, goal, "data"), src_node, goal)[0])
 
     def find_mcpu_dma_path(self, m_cpu_id: str, dst_node: str) -> list[str]:
-        return list(self.route(_scope_policy(m_cpu_id, dst_node, "memory"), m_cpu_id, dst_node)[0])
+        return list(self.route(scope_policy(m_cpu_id, dst_node, "memory"), m_cpu_id, dst_node)[0])
 
     def find_memory_path(self, src: str, dst: str) -> list[str]:
         """Host/IO memory path that never enters a PE pipeline."""

@@ -12,8 +12,9 @@ from __future__ import annotations
 import numpy as np
 
 from kernbench.errors import SimulationError
+from kernbench.isa.dtypes import dtype_bytes, np_dtype
+from kernbench.isa.handles import TensorHandle
 from kernbench.sim_engine.memory_store import MemoryStore, read_strided, write_strided
-from kernbench.triton_emu.pe_commands import DTYPES, TensorHandle, dtype_bytes
 
 
 class DataPlane:
@@ -40,7 +41,7 @@ class DataPlane:
 
     def read(self, h: TensorHandle, mmu) -> np.ndarray:
         space, addr = self._locate(h, mmu)
-        dt = np.dtype(DTYPES[h.dtype])
+        dt = np.dtype(np_dtype(h.dtype))
         shape = self._stored_shape(h)
         if h.row_stride is not None and len(shape) == 2 and h.row_stride != shape[1]:
             arr = read_strided(self.store, space, addr, shape, h.row_stride * dt.itemsize, dt)
@@ -52,7 +53,7 @@ class DataPlane:
         if h.transposed:
             raise SimulationError(f"cannot write through a transposed view {h}")
         space, addr = self._locate(h, mmu)
-        arr = np.asarray(value).astype(DTYPES[h.dtype], copy=False)
+        arr = np.asarray(value).astype(np_dtype(h.dtype), copy=False)
         if arr.shape != h.shape:
             arr = np.broadcast_to(arr, h.shape)
         if h.row_stride is not None and len(h.shape) == 2 and h.row_stride != h.shape[1]:
@@ -65,5 +66,5 @@ class DataPlane:
         space, addr = self._locate(h, mmu)
         bpe = dtype_bytes(h.dtype)
         stride = (h.row_stride or h.shape[1]) * bpe
-        arr = np.ascontiguousarray(np.asarray(block).astype(DTYPES[h.dtype], copy=False))
+        arr = np.ascontiguousarray(np.asarray(block).astype(np_dtype(h.dtype), copy=False))
         write_strided(self.store, space, addr + r0 * stride + c0 * bpe, arr, stride)

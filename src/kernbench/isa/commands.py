@@ -1,9 +1,12 @@
-"""PE commands: what a kernel's ``tl`` calls hand to PE_SCHEDULER.
+"""PE commands: what a kernel's ``tl`` calls hand to its PE.
 
 Every command is a frozen dataclass with ``logical_bytes``, the size of its
-hardware descriptor by the ADR-0064 D2 rule (framing 4 B, opcode 1 B, enum
-1 B, tensor reference 8 B, scalar 4 B, tuple length 1 B), from which PE_CPU
-derives its dispatch cost.
+hardware descriptor (framing 4 B, opcode 1 B, enum 1 B, tensor reference 8 B,
+scalar 4 B, tuple length 1 B; docs/adr/0011-pe-dispatch-cost.md), from which
+PE_CPU derives its dispatch cost, and ``accesses()``, the handles it reads and
+writes, from which PE_SCHEDULER derives hazards. Class-level traits tell
+PE_CPU how to issue a command; which unit executes it is registered next to
+that unit (``components/builtin/dispatch.py``), never decided here.
 """
 
 from __future__ import annotations
@@ -12,96 +15,13 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-import numpy as np
-
-DTYPES = {"f16": np.float16, "f32": np.float32, "bf16": np.float32, "i32": np.int32,
-          "i8": np.int8, "u8": np.uint8, "bool": np.bool_}
-DTYPE_BYTES = {"f16": 2, "f32": 4, "bf16": 2, "i32": 4, "i8": 1, "u8": 1, "bool": 1}
+from kernbench.isa.handles import TensorHandle
 
 FRAMING_BYTES = 4  # command-type discriminator + completion id reference
 HANDLE_BYTES = 8
 SCALAR_BYTES = 4
 # A move between two handles: opcode, source, destination, byte count.
 MOVE_BYTES = FRAMING_BYTES + 1 + 2 * HANDLE_BYTES + SCALAR_BYTES
-
-
-def dtype_bytes(dtype: str) -> int:
-    try:
-        return DTYPE_BYTES[dtype]
-    except KeyError:
-        raise ValueError(f"unknown dtype {dtype!r} (allowed: {', '.join(DTYPE_BYTES)})") from None
-
-
-def numel(shape: tuple[int, ...]) -> int:
-    n = 1
-    for s in shape:
-        n *= s
-    return n
-
-
-class Completion:
-    """When an operation finishes: a known time, or a SimPy event still pending.
-
-    Most PE work is timed analytically, so ``done_at`` is known at issue. Work
-    whose end depends on the future (a composite's tile pipeline) carries an
-    ``event`` until it completes; ``done_at`` is filled in then.
-    """
-
-    __slots__ = ("done_at", "event", "label")
-
-    def __init__(self, done_at: float | None = None, event=None, label: str = "") -> None:
-        self.done_at = done_at
-        self.event = event
-        self.label = label
-
-    @property
-    def known(self) -> bool:
-        return self.done_at is not None
-
-    def __repr__(self) -> str:
-        return f"Completion({self.label or '?'} at {self.done_at})"
-
-
-class TensorHandle:
-    """A tensor as the kernel sees it: where it lives, its shape, and readiness.
-
-    ``space`` is "tcm" (on-chip, addr = encoded TCM physical address) or "hbm"
-    (addr = virtual address). ``pinned`` means already in TCM (no DMA needed).
-    ``row_stride`` (elements) describes a 2-D view into a wider row-major
-    matrix. ``transposed`` marks a ``tl.trans`` view of stored data.
-    ``pending`` is the completion of the op that produces it (lazy loads,
-    composites); consumers wait for it.
-    """
-
-    __slots__ = ("id", "addr", "shape", "dtype", "space", "pinned", "row_stride",
-                 "transposed", "pending")
-
-    def __init__(self, id: str, addr: int, shape: tuple[int, ...], dtype: str, space: str,
-                 pinned: bool, row_stride: int | None = None, transposed: bool = False,
-                 pending: Completion | None = None) -> None:
-        self.id = id
-        self.addr = addr
-        self.shape = tuple(int(s) for s in shape)
-        self.dtype = dtype
-        self.space = space
-        self.pinned = pinned
-        self.row_stride = row_stride
-        self.transposed = transposed
-        self.pending = pending
-
-    @property
-    def nbytes(self) -> int:
-        return numel(self.shape) * dtype_bytes(self.dtype)
-
-    @property
-    def numel(self) -> int:
-        return numel(self.shape)
-
-    def __repr__(self) -> str:
-        t = ".T" if self.transposed else ""
-        return f"TensorHandle({self.id}{t} {self.space}@{self.addr:#x} {self.shape} {self.dtype})"
-
-    # arithmetic operators are attached by kernbench.triton_emu.tl_context
 
 
 class Scope(Enum):
@@ -144,9 +64,26 @@ class OpSpec:
 
 @dataclass(frozen=True, eq=False)
 class PeCommand:
-    """Base class; subclasses define their fields and ``logical_bytes``."""
+    """Base class; subclasses define their fields and ``logical_bytes``.
 
-    single_op = True  # D8: every command but a composite takes the light FIXED cost
+    Issue traits (class attributes, read by PE_CPU):
+
+    * ``single_op``: dispatch pays the light fixed cost of one descriptor push
+      (every command but a composite, which makes the scheduler build a plan);
+    * ``waits_for_inputs``: the CPU stalls until the producers of the inputs
+      are done (first-use auto-wait); a lazy command (a DMA read, a composite)
+      lets its unit wait instead;
+    * ``needs_known_deps``: the executing unit times the command when it
+      arrives, so every dependency's end time must be known by then; a unit
+      that waits on events itself (a composite's feeder) sets this False;
+    * ``hands_to_fabric``: the command books shared fabric resources, so the
+      CPU hands it over at its own issue time to keep bookings in time order.
+    """
+
+    single_op = True
+    waits_for_inputs = True
+    needs_known_deps = True
+    hands_to_fabric = False
 
     @property
     def logical_bytes(self) -> int:  # pragma: no cover - every subclass overrides
@@ -155,6 +92,11 @@ class PeCommand:
     def accesses(self) -> tuple[list[TensorHandle], list[TensorHandle]]:
         """(handles read, handles written): what PE hazard tracking orders on."""
         return ([], [])
+
+    @property
+    def explicit_cycles(self) -> int | None:
+        """Dispatch cycles fixed by the command itself (None: use the cost formula)."""
+        return None
 
 
 @dataclass(frozen=True, eq=False)
@@ -174,12 +116,17 @@ class MoveCmd(PeCommand):
 
 @dataclass(frozen=True, eq=False)
 class DmaReadCmd(MoveCmd):
-    """``src``: HBM view being read; ``dst``: TCM handle receiving it."""
+    """``src``: HBM view being read; ``dst``: TCM handle receiving it (lazy)."""
+
+    waits_for_inputs = False
+    hands_to_fabric = True
 
 
 @dataclass(frozen=True, eq=False)
 class DmaWriteCmd(MoveCmd):
     """``src``: TCM handle; ``dst``: HBM view written."""
+
+    hands_to_fabric = True
 
 
 @dataclass(frozen=True, eq=False)
@@ -244,6 +191,8 @@ class CompositeCmd(PeCommand):
     rw_handles: tuple[TensorHandle, ...] = ()
     tile_shape: tuple[int, int, int] | None = None
     single_op = False
+    waits_for_inputs = False
+    needs_known_deps = False
 
     @property
     def logical_bytes(self) -> int:
@@ -272,3 +221,7 @@ class PeCpuOverheadCmd(PeCommand):
     @property
     def logical_bytes(self) -> int:
         return 0
+
+    @property
+    def explicit_cycles(self) -> int:
+        return self.cycles

@@ -1,4 +1,4 @@
-"""PE_CPU dispatch cost (ADR-0064 Rev 2): ``FIXED(type) + logical_bytes x R`` cycles.
+"""PE_CPU dispatch cost: ``FIXED(type) + logical_bytes x R`` cycles (docs/adr/0011-pe-dispatch-cost.md).
 
 A composite pays the general control-path FIXED (it makes the scheduler build
 a tile plan); every single-op command pays the light FIXED of one descriptor
@@ -10,7 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kernbench.triton_emu.pe_commands import PeCommand, PeCpuOverheadCmd
+from kernbench.errors import KernbenchError
+from kernbench.isa.commands import PeCommand
+
+
+class CompositeTooLarge(KernbenchError, ValueError):
+    """A kernel built a composite whose descriptor exceeds the cap (kernel misuse)."""
 
 
 @dataclass(frozen=True)
@@ -30,13 +35,14 @@ class PeCostModel:
         return self.fixed_per_single_op_cmd_cycles if cmd.single_op else self.fixed_per_cmd_cycles
 
     def dispatch_cycles(self, cmd: PeCommand) -> float:
-        if isinstance(cmd, PeCpuOverheadCmd):
-            return float(cmd.cycles)
+        explicit = cmd.explicit_cycles
+        if explicit is not None:
+            return float(explicit)
         return self.fixed(cmd) + cmd.logical_bytes * self.byte_cycles_recip
 
     def check_composite(self, logical_bytes: int) -> None:
         if logical_bytes > self.max_composite_logical_bytes:
-            raise ValueError(
+            raise CompositeTooLarge(
                 f"composite descriptor is {logical_bytes} logical bytes, above the "
                 f"{self.max_composite_logical_bytes}-byte cap (pe_cost_model."
                 f"max_composite_logical_bytes); split it into smaller composites")

@@ -1,0 +1,102 @@
+"""Tensor handles (what a kernel holds) and completions (when work is done)."""
+
+from __future__ import annotations
+
+from kernbench.isa.dtypes import dtype_bytes
+
+
+def numel(shape: tuple[int, ...]) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+class Completion:
+    """When an operation finishes: a known time, or an event the owning unit signals.
+
+    Most PE work is timed analytically, so ``done_at`` is known at issue. Work
+    whose end depends on the future (a composite's tile pipeline, a receive
+    that waits for another PE) carries ``event`` until its unit calls
+    :meth:`complete` (or :meth:`fail`); ``done_at`` is filled in then.
+    """
+
+    __slots__ = ("done_at", "event", "label", "value")
+
+    def __init__(self, done_at: float | None = None, event=None, label: str = "",
+                 value=None) -> None:
+        self.done_at = done_at
+        self.event = event
+        self.label = label
+        self.value = value  # what the work produced, if anything (e.g. a message payload)
+
+    @property
+    def known(self) -> bool:
+        return self.done_at is not None
+
+    def complete(self, t: float, value=None) -> None:
+        """Signal that the work finished at simulated time ``t`` (the current time)."""
+        self.done_at = t
+        self.value = value
+        if self.event is not None:
+            self.event.succeed(t)
+
+    def fail(self, error: BaseException) -> None:
+        """Signal that the work cannot finish; whoever waits on it sees ``error``."""
+        self.event.fail(error)
+
+    def __repr__(self) -> str:
+        return f"Completion({self.label or '?'} at {self.done_at})"
+
+
+class TensorHandle:
+    """A tensor as the kernel sees it: where it lives, its shape, and readiness.
+
+    ``space`` is "tcm" (on-chip, addr = encoded TCM physical address) or "hbm"
+    (addr = virtual address). ``pinned`` means already in TCM (no DMA needed).
+    ``row_stride`` (elements) describes a 2-D view into a wider row-major
+    matrix. ``transposed`` marks a ``tl.trans`` view of stored data.
+    ``pending`` is the completion of the op that produces it (lazy loads,
+    composites); consumers wait for it.
+    """
+
+    __slots__ = ("id", "addr", "shape", "dtype", "space", "pinned", "row_stride",
+                 "transposed", "pending")
+
+    def __init__(self, id: str, addr: int, shape: tuple[int, ...], dtype: str, space: str,
+                 pinned: bool, row_stride: int | None = None, transposed: bool = False,
+                 pending: Completion | None = None) -> None:
+        self.id = id
+        self.addr = addr
+        self.shape = tuple(int(s) for s in shape)
+        self.dtype = dtype
+        self.space = space
+        self.pinned = pinned
+        self.row_stride = row_stride
+        self.transposed = transposed
+        self.pending = pending
+
+    @property
+    def nbytes(self) -> int:
+        return numel(self.shape) * dtype_bytes(self.dtype)
+
+    @property
+    def numel(self) -> int:
+        return numel(self.shape)
+
+    def byte_range(self) -> tuple[str, int, int]:
+        """(space, start, end) of the bytes this view may touch (a strided 2-D view
+        spans its rows), the unit of PE hazard tracking."""
+        bpe = dtype_bytes(self.dtype)
+        if len(self.shape) == 2 and self.row_stride is not None:
+            rows, cols = (self.shape[1], self.shape[0]) if self.transposed else self.shape
+            extent = ((rows - 1) * self.row_stride + cols) * bpe
+        else:
+            extent = self.nbytes
+        return (self.space, self.addr, self.addr + extent)
+
+    def __repr__(self) -> str:
+        t = ".T" if self.transposed else ""
+        return f"TensorHandle({self.id}{t} {self.space}@{self.addr:#x} {self.shape} {self.dtype})"
+
+    # arithmetic operators are attached by kernbench.triton_emu.tl_context

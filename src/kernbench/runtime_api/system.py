@@ -1,0 +1,102 @@
+"""``SystemRuntime``: the host state shared by every context on one engine.
+
+One virtual address space for the whole system, as unified virtual
+addressing gives one process on a multi-GPU host: every allocation's VA is
+unique across SIPs, and the directory below says which SIP (and tensor) owns
+any VA, so a kernel that touches another SIP's memory fails with a message
+naming the owner (docs/adr/0014-unified-virtual-addresses.md). Physical memory
+stays per PE. The kernel registry lives here too, per simulation rather than
+per process.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Callable
+from weakref import WeakKeyDictionary
+
+from kernbench.errors import UsageError
+from kernbench.policy.address import AddressConfig, PEMemAllocator, VirtualAllocator
+
+_SYSTEMS: WeakKeyDictionary = WeakKeyDictionary()
+
+
+class SystemRuntime:
+    def __init__(self, engine) -> None:
+        spec = engine.graph.spec
+        self.engine = engine
+        self.sips = spec.sips.count
+        self.va = VirtualAllocator(page_size=spec.pe.page_size)
+        self._cfg = AddressConfig.from_spec(spec)
+        self._allocators: dict[tuple[int, int, int], PEMemAllocator] = {}
+        self._starts: list[int] = []  # live allocations: sorted VA starts
+        self._owners: list[tuple[int, int, str]] = []  # (end, sip, tensor name)
+        self._kernels: dict[str, Callable] = {}
+
+    @classmethod
+    def of(cls, engine) -> SystemRuntime:
+        """The runtime of ``engine`` (created with the first context on it)."""
+        rt = _SYSTEMS.get(engine)
+        if rt is None:
+            rt = _SYSTEMS[engine] = cls(engine)
+        return rt
+
+    # -- physical memory -------------------------------------------------------------
+    def allocator(self, sip: int, cube: int, pe: int) -> PEMemAllocator:
+        key = (sip, cube, pe)
+        alloc = self._allocators.get(key)
+        if alloc is None:
+            alloc = self._allocators[key] = PEMemAllocator(sip, cube, pe, self._cfg)
+        return alloc
+
+    # -- the system-wide virtual address space ---------------------------------------------
+    def reserve(self, nbytes: int, sip: int, name: str) -> int:
+        """A fresh VA range of ``nbytes`` owned by ``sip`` (unique across the system)."""
+        va = self.va.alloc(nbytes)
+        i = bisect_right(self._starts, va)
+        self._starts.insert(i, va)
+        self._owners.insert(i, (va + nbytes, sip, name))
+        return va
+
+    def release(self, va: int, nbytes: int) -> None:
+        i = bisect_right(self._starts, va) - 1
+        if i < 0 or self._starts[i] != va:
+            raise ValueError(f"VA {va:#x} is not the start of a live allocation")
+        del self._starts[i], self._owners[i]
+        self.va.free(va, nbytes)
+
+    def owner(self, va: int) -> tuple[int, str] | None:
+        """(sip, tensor name) of the allocation holding ``va``, or None."""
+        i = bisect_right(self._starts, va) - 1
+        if i >= 0 and va < self._owners[i][0]:
+            return self._owners[i][1], self._owners[i][2]
+        return None
+
+    def describe_va(self, va: int) -> str:
+        hit = self.owner(va)
+        if hit is None:
+            return "no SIP has it allocated"
+        return f"it belongs to SIP {hit[0]}, tensor {hit[1]!r}"
+
+    def allocations(self) -> list[tuple[int, int, int]]:
+        """Live (va start, va end, sip), sorted by address."""
+        return [(s, e, sip) for s, (e, sip, _) in zip(self._starts, self._owners, strict=True)]
+
+    # -- kernels ---------------------------------------------------------------------------
+    def register_kernel(self, name: str, fn: Callable, *, replace: bool = False) -> None:
+        """Name -> kernel function; a launch replaces its own name (last call wins)."""
+        if not replace and name in self._kernels and self._kernels[name] is not fn:
+            raise UsageError(f"a different kernel is already registered as {name!r}")
+        self._kernels[name] = fn
+
+    def kernel(self, name: str) -> Callable:
+        try:
+            return self._kernels[name]
+        except KeyError:
+            raise UsageError(f"no kernel registered as {name!r} "
+                             f"(registered: {', '.join(sorted(self._kernels)) or 'none'})") from None
+
+    def check_sip(self, sip: int) -> int:
+        if not isinstance(sip, int) or not 0 <= sip < self.sips:
+            raise UsageError(f"device {sip!r} does not exist (SIPs 0..{self.sips - 1})")
+        return sip

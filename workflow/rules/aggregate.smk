@@ -1,4 +1,4 @@
-# Records -> one tidy CSV per experiment.
+# Records -> one tidy CSV per experiment (the experiment's own `frame`).
 
 
 rule aggregate:
@@ -6,14 +6,16 @@ rule aggregate:
         lambda w: SWEEP.outputs(w.experiment),
     output:
         report(
-            "results/tables/{experiment}.csv",
+            f"{TABLE_DIR}/{{experiment}}.csv",
             caption="../report/table.rst",
             category="Tables",
         ),
+    params:
+        plugins=PLUGINS,
     log:
-        "results/logs/aggregate/{experiment}.log",
+        f"{LOG_DIR}/aggregate/{{experiment}}.log",
     benchmark:
-        "results/benchmarks/aggregate/{experiment}.tsv"
+        f"{BENCH_DIR}/aggregate/{{experiment}}.tsv"
     resources:
         mem_mb=1000,
         runtime=10,

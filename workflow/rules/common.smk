@@ -1,9 +1,8 @@
 # Shared set-up: check the config (one-line errors, before any job), fill schema
-# defaults, expand the sweep into jobs. Heavy lifting lives in kernbench.experiments.sweep.
+# defaults, expand the sweep into jobs. The workflow owns its paths (below); the
+# experiments and what they produce come from the registry, so no rule names one.
 import sys
 from pathlib import Path
-
-from snakemake.utils import validate
 
 from kernbench.errors import KernbenchError
 from kernbench.experiments.checkout import (
@@ -12,8 +11,19 @@ from kernbench.experiments.checkout import (
     use_checkout_sources,
 )
 from kernbench.experiments.sweep import load_sweep
+from kernbench.report.generate import generated_files
 
 ROOT = Path(workflow.basedir)
+SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
+RESULTS = "results"
+RAW = f"{RESULTS}/raw"
+TABLE_DIR = f"{RESULTS}/tables"
+FIGURE_DIR = f"{RESULTS}/figures"
+LOG_DIR = f"{RESULTS}/logs"
+BENCH_DIR = f"{RESULTS}/benchmarks"
+GENERATED_DIR = "report/generated"
+PAPER = "report/build/paper.pdf"
+
 use_checkout_sources(ROOT)  # jobs (local, cluster, --use-conda) import this checkout
 if clear_stale_locks(Path.cwd()):
     sys.stderr.write("kernbench: removed the locks of an earlier run that was killed\n")
@@ -25,30 +35,40 @@ def _config_source():
 
 
 try:
-    SWEEP = load_sweep(config, _config_source(), ROOT)
+    SWEEP = load_sweep(config, _config_source(), ROOT, SCHEMA, RAW)
 except KernbenchError as _exc:
     sys.stderr.write(f"kernbench: config error: {_exc}\n")
     sys.exit(1)
-validate(config, "../schemas/config.schema.yaml", set_default=True)
+CONFIG = SWEEP.config  # with schema defaults filled in
 
 JOBS = SWEEP.by_output()
 SIM_CODE = simulator_code_hash()  # of the kernbench being imported; simulator edits rerun points
 EXPERIMENTS = SWEEP.experiments
-TABLES = expand("results/tables/{experiment}.csv", experiment=EXPERIMENTS)
-FIGURE_NAMES = {
-    "transfer": ["transfer_latency", "transfer_bandwidth"],
-    "gemm": ["gemm_breakdown", "gemm_util", "gemm_util_vs_roofline"],
-}
-FIGURES = [
-    f"results/figures/{name}.{ext}"
-    for experiment in EXPERIMENTS
-    for name in FIGURE_NAMES[experiment]
-    for ext in ("pdf", "png")
-]
+EXPS = [SWEEP.experiment(name) for name in EXPERIMENTS]
+PLUGINS = SWEEP.plugins
+TABLES = expand(f"{TABLE_DIR}/{{experiment}}.csv", experiment=EXPERIMENTS)
+FIGURES = [f"{FIGURE_DIR}/{stem}.{ext}" for exp in EXPS for stem in exp.figures
+           for ext in ("pdf", "png")]
+GENERATED = generated_files(EXPS, GENERATED_DIR)
+REPORT_SOURCES = sorted({f for exp in EXPS for f in exp.files})
+
+
+def figure_caption(path):
+    """The experiment's own caption (<stem>.rst next to its code), else a generic one."""
+    stem = Path(path).stem
+    for exp in EXPS:
+        if stem in exp.figures:
+            for f in exp.files:
+                if Path(f).parent.joinpath(f"{stem}.rst").is_file():
+                    return str(Path(f).parent / f"{stem}.rst")
+    return "../report/figure.rst"
+
+
 # In a conda env the env's python is first on PATH; otherwise use Snakemake's own.
 _conda = "conda" in {str(m).lower() for m in workflow.deployment_settings.deployment_method}
 PYTHON = "python" if _conda else sys.executable
 KB = f"{PYTHON} -m kernbench.cli.main"
+PLUGIN_ARGS = " ".join(f"--plugin {p}" for p in PLUGINS)
 CONDA_ENV = "../envs/kernbench.yaml"
 
 
@@ -61,14 +81,14 @@ localrules:
 
 
 wildcard_constraints:
-    experiment="[a-z_]+",
+    experiment="[a-z][a-z0-9_]*",
     topology="[A-Za-z0-9][A-Za-z0-9_.-]*",
     workload="[^/]+",
     variant="[^/]+",
 
 
 def job_of(wildcards):
-    path = f"results/raw/{wildcards.experiment}/{wildcards.topology}/{wildcards.workload}/{wildcards.variant}.json"
+    path = f"{RAW}/{wildcards.experiment}/{wildcards.topology}/{wildcards.workload}/{wildcards.variant}.json"
     try:
         return JOBS[path]
     except KeyError:

@@ -1,20 +1,24 @@
-# Tables -> figures (PDF for the paper, PNG for the HTML report).
+# Tables -> figures (PDF for the paper, PNG for the HTML report), each experiment's own.
 
 
 rule figures:
     input:
-        TABLES,
+        tables=TABLES,
+        code=REPORT_SOURCES,
     output:
         [
-            report(f, caption=f"../report/{Path(f).stem}.rst", category="Figures")
+            report(f, caption=figure_caption(f), category="Figures")
             if f.endswith(".png")
             else f
             for f in FIGURES
         ],
+    params:
+        plugins=PLUGINS,
+        out_dir=FIGURE_DIR,
     log:
-        "results/logs/figures.log",
+        f"{LOG_DIR}/figures.log",
     benchmark:
-        "results/benchmarks/figures.tsv"
+        f"{BENCH_DIR}/figures.tsv"
     resources:
         mem_mb=1500,
         runtime=10,

@@ -1,24 +1,24 @@
-# Tables + topology -> report/generated/ (LaTeX tables and values), then the PDF.
-
-GENERATED = ["report/generated/values.tex", "report/generated/hardware_table.tex"] + [
-    f"report/generated/{experiment}_table.tex" for experiment in EXPERIMENTS
-]
+# Tables + topology -> report/generated/ (values, tables, the experiments' sections),
+# then the PDF.
 
 
 rule report_generated:
     input:
         tables=TABLES,
         topologies=sorted({src for job in SWEEP.jobs for src in job.topology_sources}
-                          | set(config["topologies"].values())),
+                          | set(CONFIG["topologies"].values())),
+        code=REPORT_SOURCES,
     output:
         GENERATED,
     params:
-        report=lambda w: config["report"],
-        topologies=config["topologies"],
+        report=CONFIG["report"],
+        topologies=CONFIG["topologies"],
+        plugins=PLUGINS,
+        out_dir=GENERATED_DIR,
     log:
-        "results/logs/report_generated.log",
+        f"{LOG_DIR}/report_generated.log",
     benchmark:
-        "results/benchmarks/report_generated.tsv"
+        f"{BENCH_DIR}/report_generated.tsv"
     resources:
         mem_mb=1000,
         runtime=10,
@@ -35,13 +35,13 @@ rule paper:
         sources=["report/paper.tex", "report/references.bib"]
         + sorted(str(p) for p in Path("report/sections").glob("*.tex")),
     output:
-        pdf=report("report/build/paper.pdf", caption="../report/paper.rst", category="Paper"),
+        pdf=report(PAPER, caption="../report/paper.rst", category="Paper"),
     params:
-        engine=config["report"]["engine"],
+        engine=CONFIG["report"]["engine"],
     log:
-        "results/logs/paper.log",
+        f"{LOG_DIR}/paper.log",
     benchmark:
-        "results/benchmarks/paper.tsv"
+        f"{BENCH_DIR}/paper.tsv"
     resources:
         mem_mb=2000,
         runtime=20,

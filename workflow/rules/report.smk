@@ -5,7 +5,13 @@ report: "../report/workflow.rst"
 
 
 onsuccess:
-    from kernbench.report.manifest import write_manifest, write_summary
+    from kernbench.report.manifest import manifest, summary_markdown, write_manifest, write_summary
 
-    write_manifest(SWEEP, "results/manifest.json")
-    write_summary(SWEEP, "results/SUMMARY.md")
+    _stages = [("aggregate", t, f"{BENCH_DIR}/aggregate/{Path(t).stem}.tsv") for t in TABLES]
+    _stages += [("figures", FIGURE_DIR, f"{BENCH_DIR}/figures.tsv"),
+                ("report_generated", GENERATED_DIR, f"{BENCH_DIR}/report_generated.tsv"),
+                ("paper", PAPER, f"{BENCH_DIR}/paper.tsv")]
+    _doc = manifest(SWEEP, RAW, BENCH_DIR, LOG_DIR, _stages)
+    write_manifest(_doc, f"{RESULTS}/manifest.json")
+    _tables = {e: f"{TABLE_DIR}/{e}.csv" for e in EXPERIMENTS}
+    write_summary(summary_markdown(SWEEP, _doc, _tables, CONFIG), f"{RESULTS}/SUMMARY.md")

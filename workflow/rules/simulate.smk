@@ -5,16 +5,17 @@ rule simulate:
     input:
         topology=lambda w: job_of(w).topology_sources,
     output:
-        "results/raw/{experiment}/{topology}/{workload}/{variant}.json",
+        f"{RAW}/{{experiment}}/{{topology}}/{{workload}}/{{variant}}.json",
     params:
         kb=KB,
         topology_file=lambda w: job_of(w).topology_file,
         slice=lambda w: job_of(w).slice_json(),
         code=SIM_CODE,
+        plugins=PLUGIN_ARGS,
     log:
-        "results/logs/simulate/{experiment}/{topology}/{workload}/{variant}.log",
+        f"{LOG_DIR}/simulate/{{experiment}}/{{topology}}/{{workload}}/{{variant}}.log",
     benchmark:
-        "results/benchmarks/simulate/{experiment}/{topology}/{workload}/{variant}.tsv"
+        f"{BENCH_DIR}/simulate/{{experiment}}/{{topology}}/{{workload}}/{{variant}}.tsv"
     resources:
         mem_mb=600,
         runtime=10,
@@ -24,4 +25,4 @@ rule simulate:
         "{params.kb} job --experiment {wildcards.experiment} --topology-id {wildcards.topology}"
         " --topology-file {params.topology_file:q} --workload-id {wildcards.workload}"
         " --variant-id {wildcards.variant} --slice {params.slice:q} --out {output:q}"
-        " > {log:q} 2>&1"
+        " {params.plugins} > {log:q} 2>&1"

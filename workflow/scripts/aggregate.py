@@ -1,4 +1,5 @@
 """Snakemake script: aggregate one experiment's records into its CSV table."""
-from kernbench.analysis.aggregate import write_table
+from kernbench.report.pipeline import aggregate
 
-write_table(snakemake.wildcards.experiment, snakemake.input, snakemake.output[0])  # noqa: F821
+aggregate(snakemake.wildcards.experiment, snakemake.input, snakemake.output[0],  # noqa: F821
+          snakemake.params.plugins)  # noqa: F821

@@ -1,4 +1,5 @@
-"""Snakemake script: render every figure from the aggregated tables."""
-from kernbench.analysis.figures import render_all
+"""Snakemake script: render every experiment's figures from its aggregated table."""
+from kernbench.report.pipeline import render_figures
 
-render_all(snakemake.input, "results/figures", expected=snakemake.output)  # noqa: F821
+render_figures(snakemake.input.tables, snakemake.params.out_dir,  # noqa: F821
+               snakemake.params.plugins, expected=snakemake.output)  # noqa: F821

@@ -1,8 +1,10 @@
-"""Snakemake script: write report/generated/ (values, hardware and study tables)."""
+"""Snakemake script: write report/generated/ (values, tables, the experiments' sections)."""
 from pathlib import Path
 
+from kernbench.experiments.registry import load_plugins
 from kernbench.report.generate import generate
 
+load_plugins(snakemake.params.plugins)  # noqa: F821
 config = {"topologies": snakemake.params.topologies, "report": snakemake.params.report}  # noqa: F821
 tables = {Path(t).stem: t for t in snakemake.input.tables}  # noqa: F821
-generate(config, tables, "report/generated", expected=snakemake.output)  # noqa: F821
+generate(config, tables, snakemake.params.out_dir, expected=snakemake.output)  # noqa: F821

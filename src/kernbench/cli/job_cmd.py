@@ -18,6 +18,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--variant-id", required=True)
     p.add_argument("--slice", required=True, help='JSON {"workload": {...}, "variant": {...}}')
     p.add_argument("--out", required=True, help="record path (results/raw/...json)")
+    p.add_argument("--plugin", action="append", default=[], metavar="MODULE",
+                   help="import an experiment plugin module first (repeatable)")
     p.set_defaults(func=run)
 
 
@@ -26,16 +28,19 @@ def run(args: argparse.Namespace) -> int:
     import sys
     import time
 
-    from kernbench.experiments.job import dumps_record, run_job, write_atomic
+    from kernbench.experiments.job import run_job
+    from kernbench.experiments.registry import load_plugins
+    from kernbench.fileio import dumps_pretty, write_atomic
 
     start = time.perf_counter()
     try:
         slice_ = json.loads(args.slice)
     except json.JSONDecodeError as exc:
         raise ConfigError("--slice", "", f"not valid JSON: {exc.msg}") from None
+    load_plugins(args.plugin, "--plugin")
     record = run_job(args.experiment, args.topology_id, args.topology_file, args.workload_id,
                      args.variant_id, slice_)
-    write_atomic(Path(args.out), dumps_record(record))
+    write_atomic(Path(args.out), dumps_pretty(record))
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
     print(f"kernbench job: wrote {args.out} in {time.perf_counter() - start:.3f} s, "
           f"peak_rss_mb={peak_mb:.1f}", file=sys.stderr)

@@ -1,6 +1,6 @@
 """Experiments: one (experiment, topology, workload, variant) point -> one JSON record.
 
-Each experiment module provides ``expand`` (its workloads and variants from the
-config block) and ``run`` (simulate one point and compare with its analytic
-model). ``registry.EXPERIMENTS`` maps names to modules.
+``registry`` holds the experiments (each a plugin module that registers
+itself), ``sweep`` checks a workflow config and expands it into jobs, ``job``
+runs one point. Importing this package imports no experiment.
 """

@@ -1,24 +1,22 @@
-"""Run one sweep point in its own process and write its JSON record.
+"""Run one sweep point in its own process and build its JSON record.
 
-The record carries the metrics, the analytic prediction and its relative
-error, op counts, occupancy and provenance (kernbench version, git revision,
-the resolved config slice and its hash). Its bytes depend only on the inputs.
+The record carries the experiment's metrics, its analytic prediction and the
+relative error, op counts, occupancy and provenance (kernbench version, git
+revision, the resolved config slice and its hash, the simulator code hash).
+Its bytes depend only on the inputs.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
 import subprocess
 import sys
-import tempfile
 from functools import lru_cache
 from pathlib import Path
 
 from kernbench import __version__
 from kernbench.experiments.checkout import simulator_code_hash
 from kernbench.experiments.registry import get
+from kernbench.fileio import json_hash
 from kernbench.topology import load_topology
 
 RECORD_SCHEMA = "kernbench.record/1"
@@ -37,33 +35,15 @@ def git_revision() -> str | None:
 
 
 def config_hash(slice_: dict) -> str:
-    blob = json.dumps(slice_, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
-
-
-def dumps_record(record: dict) -> str:
-    return json.dumps(record, indent=2, sort_keys=True) + "\n"
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write via a temp file + rename so a killed job never leaves half a record."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    return json_hash(slice_)
 
 
 def run_job(experiment: str, topology_id: str, topology_file: str | Path, workload_id: str,
             variant_id: str, slice_: dict) -> dict:
     """Simulate one point; ``slice_`` holds {"workload": {...}, "variant": {...}}."""
-    module = get(experiment)
+    exp = get(experiment)
     graph = load_topology(topology_file)
-    body = module.run(graph, slice_["workload"], slice_["variant"])
+    body = exp.run(graph, slice_["workload"], slice_["variant"])
     resolved = {"experiment": experiment, "topology": topology_id,
                 "topology_hash": graph.spec.content_hash(), "workload_id": workload_id,
                 "variant_id": variant_id, **slice_}

@@ -1,11 +1,14 @@
-"""Load and check the workflow config, then expand it into independent jobs.
+"""Check a workflow config and expand it into independent jobs.
 
-The Snakefile calls :func:`load_sweep` once at start-up: the config is checked
-against ``workflow/schemas/config.schema.yaml`` (one-line errors naming the
-key), schema defaults are filled in, every referenced topology is validated,
-and each experiment expands into (topology x workload x variant) jobs. Each job
-carries only its own config slice, so editing one workload or variant changes
-only that slice and Snakemake reruns only the affected jobs.
+The Snakefile calls :func:`load_sweep` once at start-up with the config, the
+path of the base schema and the folder records go to (the workflow owns its
+paths; this module hard-codes none). The base schema is completed with the
+schema fragment of every known experiment, the config is checked (one-line
+errors naming the key), schema defaults are filled in, every referenced
+topology is validated, and each experiment expands into (topology x workload
+x variant) jobs. Each job carries only its own config slice, so editing one
+workload or variant changes only that slice and Snakemake reruns only the
+affected jobs.
 """
 
 from __future__ import annotations
@@ -17,12 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from kernbench.errors import ConfigError
-from kernbench.experiments.registry import get
+from kernbench.experiments.registry import Experiment, all_experiments, get, load_plugins
 from kernbench.topology.spec import load_spec
 from kernbench.validation import load_yaml_file, validate
-
-SCHEMA_PATH = Path("workflow") / "schemas" / "config.schema.yaml"
-RAW_DIR = "results/raw"
 
 
 @dataclass(frozen=True)
@@ -34,10 +34,7 @@ class Job:
     topology_file: str
     topology_sources: tuple[str, ...]  # the file and its `extends` ancestors
     slice: dict[str, Any]
-
-    @property
-    def output(self) -> str:
-        return f"{RAW_DIR}/{self.experiment}/{self.topology}/{self.workload}/{self.variant}.json"
+    output: str  # the record path
 
     def slice_json(self) -> str:
         return json.dumps(self.slice, sort_keys=True, separators=(",", ":"))
@@ -58,6 +55,13 @@ class Sweep:
     def experiments(self) -> list[str]:
         return sorted(self.config["experiments"])
 
+    @property
+    def plugins(self) -> list[str]:
+        return list(self.config.get("plugins", []))
+
+    def experiment(self, name: str) -> Experiment:
+        return get(name)
+
 
 def fill_defaults(doc: Any, schema: dict) -> Any:
     """Fill ``default:`` values of object properties, recursively (like snakemake's validate)."""
@@ -71,15 +75,23 @@ def fill_defaults(doc: Any, schema: dict) -> Any:
     return doc
 
 
-def load_schema(root: Path = Path(".")) -> dict:
-    return load_yaml_file(root / SCHEMA_PATH)
+def composed_schema(base: dict) -> dict:
+    """The base schema with ``experiments.<name>`` filled from every known experiment."""
+    schema = copy.deepcopy(base)
+    props = schema["properties"]["experiments"].setdefault("properties", {})
+    for exp in all_experiments():
+        props[exp.name] = exp.schema
+    return schema
 
 
-def check_config(config: Any, source: str, root: Path = Path(".")) -> dict:
+def check_config(config: Any, source: str, root: Path, schema_path: Path) -> dict:
     """Schema + semantic checks; returns the config with defaults filled in."""
     if not isinstance(config, dict):
         raise ConfigError(source, "", "top level must be a mapping of keys")
-    schema = load_schema(root)
+    plugins = config.get("plugins", [])
+    if isinstance(plugins, list) and all(isinstance(p, str) for p in plugins):
+        load_plugins(plugins, source)  # their schema fragments join the check below
+    schema = composed_schema(load_yaml_file(schema_path))
     validate(config, schema, source)
     config = fill_defaults(copy.deepcopy(config), schema)
     topo_ids = sorted(config["topologies"])
@@ -94,27 +106,28 @@ def check_config(config: Any, source: str, root: Path = Path(".")) -> dict:
     return config
 
 
-def expand(config: dict, source: str, root: Path = Path(".")) -> Sweep:
+def expand(config: dict, source: str, root: Path, raw_dir: str) -> Sweep:
     jobs: list[Job] = []
     for name in sorted(config["experiments"]):
         block = config["experiments"][name]
-        module = get(name)
+        exp = get(name)
         for tid in block["topologies"]:
             rel = config["topologies"][tid]
             spec = load_spec(root / rel)
-            workloads, variants = module.expand(block, spec, source)
-            seen: dict[str, int] = {}
-            for i, (wid, _) in enumerate(workloads):
+            workloads, variants = exp.expand(block, spec, source)
+            seen: set[str] = set()
+            for wid, _ in workloads:
                 if wid in seen:
                     raise ConfigError(source, f"experiments.{name}",
                                       f"two entries give the same workload id {wid!r}; "
                                       f"remove the duplicate")
-                seen[wid] = i
+                seen.add(wid)
             sources = tuple(_relative(p, root) for p in spec.sources)
             for wid, wparams in workloads:
                 for vid, vparams in variants:
                     jobs.append(Job(name, tid, wid, vid, rel, sources,
-                                    {"workload": wparams, "variant": vparams}))
+                                    {"workload": wparams, "variant": vparams},
+                                    f"{raw_dir}/{name}/{tid}/{wid}/{vid}.json"))
     return Sweep(config, tuple(jobs))
 
 
@@ -125,11 +138,11 @@ def _relative(path: Path, root: Path) -> str:
         return str(path)
 
 
-def load_sweep(config: dict, source: str, root: Path = Path(".")) -> Sweep:
+def load_sweep(config: dict, source: str, root: Path, schema_path: Path, raw_dir: str) -> Sweep:
     """Check ``config`` (as loaded by Snakemake) and expand it into jobs."""
-    return expand(check_config(config, source, root), source, root)
+    return expand(check_config(config, source, root, schema_path), source, root, raw_dir)
 
 
-def load_sweep_file(path: str | Path, root: Path = Path(".")) -> Sweep:
+def load_sweep_file(path: str | Path, root: Path, schema_path: Path, raw_dir: str) -> Sweep:
     """Same as :func:`load_sweep` for a config file (duplicate YAML keys are errors)."""
-    return load_sweep(load_yaml_file(path), str(path), root)
+    return load_sweep(load_yaml_file(path), str(path), root, schema_path, raw_dir)

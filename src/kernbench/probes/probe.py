@@ -14,9 +14,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from kernbench.experiments.models.transfer_model import predict
 from kernbench.policy.routing import PathRouter
 from kernbench.probes.catalog import ProbeCase, build_catalog
+from kernbench.probes.formula import predict
 from kernbench.sim_engine.chrome_trace import write_chrome_trace
 from kernbench.sim_engine.engine import GraphEngine
 from kernbench.topology import load_topology

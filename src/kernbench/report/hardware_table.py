@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from kernbench.analysis.latex import escape, tabular
 from kernbench.components.builtin.pe_cost_model import PeCostModel
-from kernbench.report.latex import escape, tabular
 from kernbench.report.yaml_comments import chain_comments
 from kernbench.topology.graph import TopologyGraph
 

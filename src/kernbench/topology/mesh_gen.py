@@ -9,16 +9,14 @@ the topology folder is read-only the cache lives in the user cache directory.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 import os
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import yaml
 
+from kernbench.fileio import json_hash, write_atomic
 from kernbench.topology.spec import (
     HBM_GAP_MM,
     HBM_HALF_HEIGHT_MM,
@@ -101,8 +99,7 @@ def source_hash(geo: CubeGeometry) -> str:
         "placement": [list(geo.m_cpu_pos), list(geo.sram_pos)],
         "max_spacing_mm": geo.max_spacing_mm,
     }
-    blob = json.dumps(fields, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+    return json_hash(fields)
 
 
 def _side_xs(geo: CubeGeometry) -> tuple[list[float], list[float]]:
@@ -284,18 +281,11 @@ def _read_cached(path: Path, want_hash: str) -> CubeMesh | None:
 
 
 def _write_atomic(path: Path, text: str) -> bool:
-    """Write via temp file + rename; False (and no leftovers) if the folder refuses."""
-    tmp = None
+    """Write the cache atomically; False if the folder refuses (the cache is optional)."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".mesh-", suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
+        write_atomic(path, text)
         return True
     except OSError:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
         return False
 
 

@@ -10,14 +10,13 @@ Each failure is one :class:`ConfigError` line naming file, key path, allowance.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kernbench.errors import ConfigError
+from kernbench.fileio import json_hash
 from kernbench.units import gb_to_bytes, kb_to_bytes, mb_to_bytes
 from kernbench.validation import load_yaml_file, packaged_schema, validate, without_required
 
@@ -162,8 +161,7 @@ class TopologySpec:
 
     def content_hash(self) -> str:
         """Hash of the merged document: identical content, identical hash."""
-        blob = json.dumps(self.raw, sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+        return json_hash(self.raw)
 
 
 def _deep_merge(base: dict, over: dict) -> dict:

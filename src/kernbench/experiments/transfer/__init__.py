@@ -1,14 +1,25 @@
 """The ``transfer`` experiment: probe-catalog flows x sizes x concurrency.
 
 Workload = one probe flow at one size; variant = how many identical flows run
-at once over the same route (1 = lone flow, 2 = two-flow contention).
+at once over the same route (1 = lone flow, 2 = two-flow contention). The
+analytic model is Ovhd + Wire + k x Drain (``probes.formula``). Its tables,
+figures and values live in ``post.py``, its paper text next to this file.
 """
 
 from __future__ import annotations
 
+import sys
+
 from kernbench.errors import ConfigError
-from kernbench.experiments.models.transfer_model import predict
+from kernbench.experiments.registry import (
+    Experiment,
+    package_files,
+    package_schema,
+    package_text,
+    register,
+)
 from kernbench.probes.catalog import build_catalog, find_case
+from kernbench.probes.formula import predict
 from kernbench.sim_engine.engine import GraphEngine
 from kernbench.topology.graph import TopologyGraph
 from kernbench.topology.spec import TopologySpec
@@ -24,7 +35,7 @@ def expand(block: dict, spec: TopologySpec, source: str) -> tuple[list[tuple[str
     flows = catalog if block["flows"] == "all" else list(block["flows"])
     for i, flow in enumerate(flows):
         if flow not in catalog:
-            raise ConfigError(source, f"experiments.transfer.flows[{i}]",
+            raise ConfigError(source, f"experiments.{NAME}.flows[{i}]",
                               f"unknown flow {flow!r} for topology {spec.name} "
                               f"(allowed: {', '.join(catalog)})")
     sizes = [parse_size(s) for s in block["sizes"]]
@@ -70,3 +81,21 @@ def run(graph: TopologyGraph, workload: dict, variant: dict) -> dict:
                       for (a, b), ns in top],
         "labels": {"flow": case.name, "category": case.category, "size": format_size(nbytes)},
     }
+
+
+register(Experiment(
+    name=NAME,
+    title="Characterising data movement",
+    topic="its data-movement fabric",
+    schema=package_schema(__name__),
+    expand=expand,
+    run=run,
+    post=f"{__name__}.post",
+    figures=("transfer_latency", "transfer_bandwidth"),
+    tables=("transfer_table",),
+    section=package_text(__name__, "section.tex"),
+    abstract=package_text(__name__, "abstract.tex"),
+    conclusion=package_text(__name__, "conclusion.tex"),
+    order=10,
+    files=package_files(sys.modules[__name__]),
+))

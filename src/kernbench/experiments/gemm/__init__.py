@@ -4,14 +4,25 @@ on one PE or split by columns over the PEs of a CUBE.
 Workload = a GEMM shape (the per-CUBE shard of a Llama-3 projection, or a
 synthetic one); variant = kernel and PE count. Each point reports the kernel
 time, the busy time of every pipeline stage, MAC utilisation, PE_CPU
-dispatch, and the roofline prediction with its relative error.
+dispatch, and the roofline prediction (``roofline.py``) with its relative
+error. Tables, figures and values live in ``post.py``, the paper text next
+to this file.
 """
 
 from __future__ import annotations
 
+import sys
+
 from kernbench.components.tiling import supertile, tile_count
 from kernbench.errors import ConfigError
-from kernbench.experiments.models.roofline import gemm_roofline
+from kernbench.experiments.gemm.roofline import gemm_roofline
+from kernbench.experiments.registry import (
+    Experiment,
+    package_files,
+    package_schema,
+    package_text,
+    register,
+)
 from kernbench.kernels.gemm import VARIANTS
 from kernbench.policy.placement import DPPolicy
 from kernbench.runtime_api.context import RuntimeContext
@@ -30,11 +41,11 @@ def expand(block: dict, spec: TopologySpec, source: str) -> tuple[list[tuple[str
     for vid, v in block["variants"].items():
         pes = v["pes"]
         if pes > spec.pes_per_cube:
-            raise ConfigError(source, f"experiments.gemm.variants.{vid}.pes",
+            raise ConfigError(source, f"experiments.{NAME}.variants.{vid}.pes",
                               f"{pes} exceeds the {spec.pes_per_cube} PEs of a CUBE in {spec.name}")
         for i, shape in enumerate(block["shapes"]):
             if shape["n"] % pes:
-                raise ConfigError(source, f"experiments.gemm.shapes[{i}].n",
+                raise ConfigError(source, f"experiments.{NAME}.shapes[{i}].n",
                                   f"{shape['n']} does not split over the {pes} PEs of variant {vid}")
         variants.append((vid, dict(v)))
     return workloads, variants
@@ -89,3 +100,21 @@ def run(graph: TopologyGraph, workload: dict, variant: dict) -> dict:
         "labels": {"shape": workload["name"], "m": M, "k": K, "n": N, "kernel": kernel, "pes": pes,
                    "group": workload.get("group", "")},
     }
+
+
+register(Experiment(
+    name=NAME,
+    title="GEMM acceleration via the composite command",
+    topic="GEMM on one PE and one CUBE",
+    schema=package_schema(__name__),
+    expand=expand,
+    run=run,
+    post=f"{__name__}.post",
+    figures=("gemm_breakdown", "gemm_util", "gemm_util_vs_roofline"),
+    tables=("gemm_table",),
+    section=package_text(__name__, "section.tex"),
+    abstract=package_text(__name__, "abstract.tex"),
+    conclusion=package_text(__name__, "conclusion.tex"),
+    order=20,
+    files=package_files(sys.modules[__name__]),
+))

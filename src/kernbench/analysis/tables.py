@@ -1,0 +1,21 @@
+"""Record loading and CSV writing shared by every experiment's aggregation."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+
+FLOAT_FORMAT = "%.6g"
+
+
+def load_records(paths: Iterable[str | Path]) -> list[dict]:
+    return [json.loads(Path(p).read_text()) for p in paths]
+
+
+def write_csv(df, out_csv: str | Path) -> Path:
+    """Write a table the same way for every experiment (byte-stable floats, LF)."""
+    out = Path(out_csv)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    df.to_csv(out, index=False, float_format=FLOAT_FORMAT, lineterminator="\n")
+    return out

@@ -1,1 +1,0 @@
-"""Analytic models the simulator is checked against (roofline, transfer, ...)."""

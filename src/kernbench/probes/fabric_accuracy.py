@@ -1,0 +1,281 @@
+"""How far the analytic fabric is from a packet-level reference, on the same flows.
+
+Every scenario builds its FlowSpecs once and times them on both models: the
+analytic engine (a fresh :class:`GraphEngine` per scenario) and the packet
+reference (a fresh :class:`PacketReference` per scenario). The reference is
+taken as the truth, so a relative error is ``|analytic - reference| /
+reference``. Shared by ``benchmarks/fabric_reference.py`` and the paper pipeline.
+
+* :func:`uncontended` runs every probe flow alone at each size;
+* :func:`contended` runs flows that start together and share links or an HBM
+  slice, and compares makespans and mean completion times;
+* :func:`accuracy_report` does both and adds the wall-clock speed-up of the
+  analytic engine over the reference.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+from kernbench.components.flows import FlowBuilder, FlowSpec
+from kernbench.policy.address.phys_addr import PhysAddr
+from kernbench.policy.routing import PathRouter
+from kernbench.probes.catalog import build_catalog, find_case
+from kernbench.probes.probe import SWEEP_SIZES
+from kernbench.sim_engine.engine import GraphEngine
+from kernbench.sim_engine.packet_reference import PacketReference
+from kernbench.topology.graph import TopologyGraph
+from kernbench.units import KiB
+
+UNCONTENDED_SIZES = SWEEP_SIZES  # 4 KiB .. 1 MiB, as the probe sweep
+CONTENDED_BYTES = 64 * KiB  # per flow
+
+
+# -- running one set of flows on each model ------------------------------------------
+@dataclass(frozen=True)
+class ModelRun:
+    """Completion time of each flow (ns from a common start at 0) and the wall time."""
+
+    completions: tuple[float, ...]
+    wall_s: float
+
+
+def run_analytic(graph: TopologyGraph, flows: Sequence[FlowSpec],
+                 router: PathRouter | None = None) -> ModelRun:
+    """Submit ``flows`` together to a fresh GraphEngine and run it.
+
+    The wall time covers submit + run; building the engine (mostly its router,
+    which timing never consults for prebuilt flows) is left out, as is building
+    the reference, so the speed-up compares the timing models only.
+    """
+    engine = GraphEngine(graph, router=router, keep_records=False)
+    t0 = time.perf_counter()
+    events = [engine.submit(f) for f in flows]
+    engine.run()
+    wall = time.perf_counter() - t0
+    return ModelRun(tuple(ev.value.done_ns for ev in events), wall)
+
+
+def run_reference(graph: TopologyGraph, flows: Sequence[FlowSpec], packet_bytes: int = 256,
+                  hbm: str = "slice") -> ModelRun:
+    """Submit ``flows`` together to a fresh PacketReference and run it."""
+    ref = PacketReference(graph, packet_bytes=packet_bytes, hbm=hbm)
+    t0 = time.perf_counter()
+    events = [ref.submit(f) for f in flows]
+    ref.run()
+    wall = time.perf_counter() - t0
+    return ModelRun(tuple(ev.value for ev in events), wall)
+
+
+def rel_err(analytic: float, reference: float) -> float:
+    """Relative error of the analytic value, the reference taken as truth."""
+    return abs(analytic - reference) / reference
+
+
+def builder(graph: TopologyGraph, router: PathRouter | None = None) -> GraphEngine:
+    """An engine used only to build flows (``ProbeCase.flow`` and ``engine.flows``)."""
+    return GraphEngine(graph, router=router, keep_records=False)
+
+
+# -- uncontended ---------------------------------------------------------------------
+@dataclass(frozen=True)
+class CaseAccuracy:
+    name: str
+    category: str
+    nbytes: int
+    analytic_ns: float
+    reference_ns: float
+    rel_err: float
+
+
+@dataclass(frozen=True)
+class UncontendedAccuracy:
+    cases: tuple[CaseAccuracy, ...]
+    analytic_wall_s: float
+    reference_wall_s: float
+
+    @property
+    def max_rel_err(self) -> float:
+        return max(c.rel_err for c in self.cases)
+
+
+def uncontended(graph: TopologyGraph, sizes: Sequence[int] = UNCONTENDED_SIZES, *,
+                packet_bytes: int = 256, hbm: str = "slice",
+                router: PathRouter | None = None) -> UncontendedAccuracy:
+    """Every probe flow of the catalog at every size, each alone, on both models."""
+    router = router or PathRouter(graph)
+    flows_from = builder(graph, router)
+    cases = []
+    wall_a = wall_r = 0.0
+    for case in build_catalog(graph.spec):
+        for nbytes in sizes:
+            flow = case.flow(flows_from, nbytes)
+            a = run_analytic(graph, [flow], router)
+            r = run_reference(graph, [flow], packet_bytes, hbm)
+            wall_a += a.wall_s
+            wall_r += r.wall_s
+            cases.append(CaseAccuracy(case.name, case.category, nbytes, a.completions[0],
+                                      r.completions[0],
+                                      rel_err(a.completions[0], r.completions[0])))
+    return UncontendedAccuracy(tuple(cases), wall_a, wall_r)
+
+
+# -- contended -----------------------------------------------------------------------
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    description: str
+    flows: tuple[FlowSpec, ...]
+
+    def shared_links(self) -> int:
+        """Directed edges carrying data of two or more flows of the scenario."""
+        use: Counter[tuple[str, str]] = Counter()
+        for f in self.flows:
+            edges = {e for leg in f.legs if leg.nbytes
+                     for e in zip(leg.nodes, leg.nodes[1:], strict=False)}
+            use.update(edges)
+        return sum(1 for n in use.values() if n > 1)
+
+
+@dataclass(frozen=True)
+class ScenarioAccuracy:
+    name: str
+    description: str
+    flows: int
+    shared_links: int
+    analytic_makespan_ns: float
+    reference_makespan_ns: float
+    makespan_rel_err: float
+    analytic_mean_completion_ns: float
+    reference_mean_completion_ns: float
+    mean_completion_rel_err: float
+    max_flow_rel_err: float  # worst single flow's completion time
+    analytic_wall_s: float
+    reference_wall_s: float
+
+
+def _pe_hbm(graph: TopologyGraph, cube: int, pe: int, offset: int) -> PhysAddr:
+    return PhysAddr.pe_hbm_addr(0, cube, pe, offset, graph.spec.hbm_slice_bytes)
+
+
+def _corner_pes(graph: TopologyGraph) -> dict[str, int]:
+    """First PE of each corner group of a CUBE (``nw``, ``ne``, ``sw``, ``se``)."""
+    out: dict[str, int] = {}
+    for p in graph.mesh.pes:
+        out.setdefault(p.corner, p.pe)
+    return out
+
+
+def _same_route(flows_from: GraphEngine, name: str, k: int,
+                nbytes: int) -> tuple[FlowSpec, ...]:
+    """``k`` identical flows of probe case ``name`` at consecutive offsets (one route)."""
+    case = find_case(flows_from.graph.spec, name)
+    return tuple(case.flow(flows_from, nbytes, offset=i * nbytes) for i in range(k))
+
+
+def _mesh_crossing(graph: TopologyGraph, fb: FlowBuilder, nbytes: int) -> tuple[FlowSpec, ...]:
+    """PE DMA writes across the UCIe mesh (W<->E along the middle row, N<->S down the
+    middle column) and across one CUBE's NoC (corner to opposite corner, both ways)."""
+    spec = graph.spec
+    w, h = spec.cube_w, spec.cube_h
+    row, col = h // 2, w // 2
+    west, east = row * w, row * w + w - 1
+    north, south = col, (h - 1) * w + col
+    pairs = []  # (src cube, src pe, dst cube, dst slice)
+    if east != west:
+        pairs += [(west, 0, east, 0), (west, 1 % spec.pes_per_cube, east, 0), (east, 0, west, 0)]
+    if south != north:
+        pairs += [(north, 0, south, 0), (south, 0, north, 0)]
+    c = _corner_pes(graph)
+    for a, b in (("nw", "se"), ("se", "nw"), ("ne", "sw"), ("sw", "ne")):
+        if a in c and b in c:
+            pairs.append((0, c[a], 0, c[b]))
+    return tuple(fb.pe_dma_write(0, sc, sp, _pe_hbm(graph, dc, dp, i * nbytes), nbytes)
+                 for i, (sc, sp, dc, dp) in enumerate(pairs))
+
+
+def scenarios(graph: TopologyGraph, nbytes: int = CONTENDED_BYTES,
+              router: PathRouter | None = None) -> list[Scenario]:
+    """The contended scenarios; every flow of a scenario starts at t = 0."""
+    flows_from = builder(graph, router)
+    fb = flows_from.flows
+    spec = graph.spec
+    one_link = "pe-cross-cube-hbm-best" if spec.cubes_per_sip > 1 else "pe-local-hbm"
+    pes = spec.pes_per_cube
+    return [
+        Scenario("two-flows-one-link", f"2 x {one_link} over the same route",
+                 _same_route(flows_from, one_link, 2, nbytes)),
+        Scenario("eight-flows-one-link", f"8 x {one_link} over the same route",
+                 _same_route(flows_from, one_link, 8, nbytes)),
+        Scenario("hbm-hot-spot", f"all {pes} PEs of CUBE 0 write PE 0's HBM slice",
+                 tuple(fb.pe_dma_write(0, 0, pe, _pe_hbm(graph, 0, 0, pe * nbytes), nbytes)
+                       for pe in range(pes))),
+        Scenario("mesh-crossing", "W<->E and N<->S across the UCIe mesh, corner to "
+                 "corner across CUBE 0's NoC", _mesh_crossing(graph, fb, nbytes)),
+    ]
+
+
+def compare(graph: TopologyGraph, scenario: Scenario, *, packet_bytes: int = 256,
+            hbm: str = "slice", router: PathRouter | None = None) -> ScenarioAccuracy:
+    """Run one scenario on both models and compare makespan and mean completion."""
+    a = run_analytic(graph, scenario.flows, router)
+    r = run_reference(graph, scenario.flows, packet_bytes, hbm)
+    n = len(scenario.flows)
+    mean_a, mean_r = sum(a.completions) / n, sum(r.completions) / n
+    return ScenarioAccuracy(
+        name=scenario.name, description=scenario.description, flows=n,
+        shared_links=scenario.shared_links(),
+        analytic_makespan_ns=max(a.completions), reference_makespan_ns=max(r.completions),
+        makespan_rel_err=rel_err(max(a.completions), max(r.completions)),
+        analytic_mean_completion_ns=mean_a, reference_mean_completion_ns=mean_r,
+        mean_completion_rel_err=rel_err(mean_a, mean_r),
+        max_flow_rel_err=max(rel_err(x, y) for x, y in zip(a.completions, r.completions,
+                                                            strict=True)),
+        analytic_wall_s=a.wall_s, reference_wall_s=r.wall_s)
+
+
+def contended(graph: TopologyGraph, nbytes: int = CONTENDED_BYTES, *, packet_bytes: int = 256,
+              hbm: str = "slice", router: PathRouter | None = None) -> list[ScenarioAccuracy]:
+    """Every contended scenario on both models."""
+    router = router or PathRouter(graph)
+    return [compare(graph, s, packet_bytes=packet_bytes, hbm=hbm, router=router)
+            for s in scenarios(graph, nbytes, router)]
+
+
+# -- everything ----------------------------------------------------------------------
+def accuracy_report(graph: TopologyGraph, *, packet_bytes: int = 256, hbm: str = "slice",
+                    sizes: Sequence[int] = UNCONTENDED_SIZES,
+                    contended_bytes: int = CONTENDED_BYTES) -> dict:
+    """Uncontended and contended accuracy plus speed-up, as one JSON-ready dict.
+
+    ``speedup`` is the reference's wall time over the analytic engine's, summed
+    over every flow set both models ran (uncontended and contended).
+    """
+    router = PathRouter(graph)
+    unc = uncontended(graph, sizes, packet_bytes=packet_bytes, hbm=hbm, router=router)
+    con = contended(graph, contended_bytes, packet_bytes=packet_bytes, hbm=hbm, router=router)
+    wall_a = unc.analytic_wall_s + sum(s.analytic_wall_s for s in con)
+    wall_r = unc.reference_wall_s + sum(s.reference_wall_s for s in con)
+    worst = max(unc.cases, key=lambda c: c.rel_err)
+    return {
+        "speedup": wall_r / wall_a,
+        "uncontended_max_rel_err": unc.max_rel_err,
+        "contended": [{"name": s.name, "flows": s.flows, "makespan_rel_err": s.makespan_rel_err,
+                       "mean_completion_rel_err": s.mean_completion_rel_err,
+                       **{k: v for k, v in asdict(s).items()
+                          if k not in ("name", "flows", "makespan_rel_err",
+                                       "mean_completion_rel_err")}}
+                      for s in con],
+        "topology": graph.spec.name,
+        "packet_bytes": packet_bytes,
+        "hbm_model": hbm,
+        "uncontended_sizes": list(sizes),
+        "uncontended_worst_case": asdict(worst),
+        "contended_bytes_per_flow": contended_bytes,
+        "analytic_wall_s": wall_a,
+        "reference_wall_s": wall_r,
+        "uncontended": [asdict(c) for c in unc.cases],
+    }

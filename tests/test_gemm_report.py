@@ -10,11 +10,37 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from kernbench.analysis.aggregate import GEMM_STAGES, busy_column, gemm_frame, write_table
-from kernbench.analysis.figures import FIGURE_RENDERERS, gemm_figures
-from kernbench.components.builtin.pe_cost_model import PeCostModel
-from kernbench.report.gemm_report import MISSING, gemm_table, gemm_values
-from kernbench.report.latex import values_file
+from kernbench.analysis.tables import write_csv
+from kernbench.analysis.values import latex
+from kernbench.experiments.gemm import STAGES as GEMM_STAGES
+from kernbench.experiments.gemm import post
+from kernbench.experiments.registry import get
+from kernbench.report.generate import values_file
+from kernbench.topology import load_topology
+
+ROOT = Path(__file__).resolve().parents[1]
+SMALL = ROOT / "config/topologies/small_2x2.yaml"
+busy_column = post.busy_column
+
+
+class Ctx:
+    """A report context whose every topology is small_2x2 (default dispatch cost model)."""
+
+    def topology(self, _tid):
+        return load_topology(SMALL)
+
+
+def write_table(name, paths, out):
+    assert name == "gemm"
+    return write_csv(post.frame([json.loads(Path(p).read_text()) for p in paths]), out)
+
+
+def gemm_values(df, ctx=None):
+    """Values as their LaTeX text, keyed as in the paper (gemm/...)."""
+    return {f"gemm/{k}": latex(v) for k, v in post.values(df, ctx).items()}
+
+
+MISSING = "--"
 
 KERNELS = {"primitive": (12.0, 400.0, 400), "prefetch": (6.0, 400.0, 400),
            "composite": (1.0, 42.875, 1)}
@@ -72,7 +98,7 @@ def table(tmp_path):
 
 
 def read(table_csv) -> pd.DataFrame:
-    return pd.read_csv(table_csv, keep_default_na=False, na_values={"vs_composite": [""]})
+    return post.load(table_csv)
 
 
 def test_table_has_one_row_per_record_and_tidy_columns(table):
@@ -105,12 +131,12 @@ def test_table_is_byte_identical_whatever_the_record_order(tmp_path):
 
 
 def test_empty_record_list_gives_an_empty_frame():
-    assert gemm_frame([]).empty
+    assert post.frame([]).empty
 
 
 def test_values_come_from_the_table(table):
     df = read(table)
-    v = gemm_values(df, PeCostModel())
+    v = gemm_values(df, Ctx())
     assert v["gemm/records"] == "16"
     assert v["gemm/shapes"] == "4"
     assert v["gemm/groups"] == "decode, prefill, synthetic"
@@ -126,13 +152,13 @@ def test_values_come_from_the_table(table):
     assert v["gemm/comp/descbytes"] == "46"  # (42.875 - 40) / 0.0625
     assert v["gemm/cube/decode/worst/shape"] == "dec-small"
     # every value is a LaTeX-safe macro body
-    values_file(v)
+    values_file(post.values(df, Ctx()))
 
 
 def test_values_exist_when_a_group_and_a_bound_are_missing(tmp_path):
     only_decode = [s for s in SHAPES if s[4] == "decode"]
     paths = write_records(tmp_path, only_decode, (("primitive", 1), ("composite", 1)))
-    df = gemm_frame([json.loads(p.read_text()) for p in paths])
+    df = post.frame([json.loads(p.read_text()) for p in paths])
     full = gemm_values(read(write_table("gemm", write_records(tmp_path / "full"),
                                         tmp_path / "full.csv")))
     v = gemm_values(df)
@@ -148,7 +174,7 @@ def test_values_exist_when_a_group_and_a_bound_are_missing(tmp_path):
 
 
 def test_latex_table_has_a_row_per_shape_and_rules_between_groups(table):
-    tex = gemm_table(read(table))
+    tex = post.tables(read(table))["gemm_table"]
     assert r"\toprule" in tex and r"\bottomrule" in tex
     body = tex.split(r"\midrule", 1)[1]
     for name, *_ in SHAPES:
@@ -157,19 +183,36 @@ def test_latex_table_has_a_row_per_shape_and_rules_between_groups(table):
     assert "8 PEs" in tex
 
 
-def test_figures_are_written(table, tmp_path):
-    assert FIGURE_RENDERERS["gemm"] is gemm_figures
-    paths = gemm_figures(table, tmp_path / "fig")
+def _png_pixels(path):
+    import matplotlib.image as mpimg
+
+    return mpimg.imread(path)
+
+
+def test_figures_are_written_and_drawn_from_the_table(table, tmp_path):
+    exp = get("gemm")
+    assert exp.post == post.__name__
+    paths = post.figures(read(table), tmp_path / "fig")
     names = {p.name for p in paths}
-    for stem in ("gemm_breakdown", "gemm_util", "gemm_util_vs_roofline"):
-        for ext in ("pdf", "png"):
-            assert f"{stem}.{ext}" in names
-            assert (tmp_path / "fig" / f"{stem}.{ext}").stat().st_size > 1000
+    assert names == {f"{stem}.{ext}" for stem in exp.figures for ext in ("pdf", "png")}
+    for stem in exp.figures:
+        assert (tmp_path / "fig" / f"{stem}.pdf").read_bytes().startswith(b"%PDF")
+        pixels = _png_pixels(tmp_path / "fig" / f"{stem}.png")
+        assert pixels.shape[0] > 200 and pixels.shape[1] > 200
+        assert pixels.std() > 0.01  # something is drawn, not a blank canvas
+    # the pictures follow the data: change one latency and the figures change
+    df = read(table)
+    df.loc[df["variant"] == "primitive", "latency_ns"] *= 3.0
+    df.loc[df["variant"] == "primitive", "mac_util_pct"] /= 3.0
+    changed = post.figures(df, tmp_path / "fig2")
+    for a, b in zip(sorted(paths), sorted(changed), strict=True):
+        if a.suffix == ".png":
+            assert a.read_bytes() != b.read_bytes(), a.name
 
 
 def test_figures_are_deterministic(table, tmp_path):
-    a = [p.read_bytes() for p in gemm_figures(table, tmp_path / "a")]
-    b = [p.read_bytes() for p in gemm_figures(table, tmp_path / "b")]
+    a = [p.read_bytes() for p in post.figures(read(table), tmp_path / "a")]
+    b = [p.read_bytes() for p in post.figures(read(table), tmp_path / "b")]
     assert a == b
 
 
@@ -179,7 +222,7 @@ def test_figures_and_values_handle_ungrouped_shapes(tmp_path):
     csv = write_table("gemm", paths, tmp_path / "gemm.csv")
     df = read(csv)
     assert df["group"].tolist() == [""]
-    assert len(gemm_figures(csv, tmp_path / "fig")) == 6
+    assert len(post.figures(read(csv), tmp_path / "fig")) == 6
     v = gemm_values(df)
     assert v["gemm/groups"] == MISSING
     assert v["gemm/ref/compute/shape"] == "plain"
@@ -188,21 +231,24 @@ def test_figures_and_values_handle_ungrouped_shapes(tmp_path):
 def test_generate_writes_the_gemm_table_and_dispatch_values(table, tmp_path):
     from kernbench.report.generate import generate
 
-    topo = {"t0": str(Path(__file__).resolve().parents[1] / "config/topologies/small_2x2.yaml")}
-    cfg = {"topologies": topo, "report": {"title": "t"}}
+    cfg = {"topologies": {"t0": str(SMALL)}, "report": {"title": "t"}}
     out = tmp_path / "gen"
     written = generate(cfg, {"gemm": table}, out)
     assert out / "gemm_table.tex" in written
     values = (out / "values.tex").read_text()
-    for key, body in (("gemm/present", "1"), ("hw/dispatch/fixedcomposite", "40"),
+    for key, body in (("hw/dispatch/fixedcomposite", "40"),
                       ("hw/dispatch/fixedsingle", "8"), ("hw/dispatch/r", "0.0625"),
                       ("hw/dispatch/cap", "1,024"), ("hw/clock", "1.0"),
                       ("gemm/comp/descbytes", "46")):
         assert f"\\csname kb@{key}\\endcsname{{{body}}}" in values
     hw = (out / "hardware_table.tex").read_text()
     assert "F = 40 cycles" in hw and "32 x 64 x 32" in hw
+    studies = (out / "studies.tex").read_text()
+    assert "\\label{sec:gemm}" in studies and "generated/sections/gemm.tex" in studies
+    assert (out / "sections" / "gemm.tex").read_text() == get("gemm").section
 
-    # a sweep without the GEMM study: no table, and the paper skips the section
+    # a sweep without the GEMM study: no table, no section, no gemm values
     written = generate(cfg, {}, tmp_path / "none")
     assert all(p.name != "gemm_table.tex" for p in written)
-    assert "\\csname kb@gemm/present\\endcsname{0}" in (tmp_path / "none" / "values.tex").read_text()
+    assert "gemm" not in (tmp_path / "none" / "studies.tex").read_text()
+    assert "kb@gemm/" not in (tmp_path / "none" / "values.tex").read_text()

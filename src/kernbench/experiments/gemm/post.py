@@ -484,7 +484,7 @@ def _ref_values(df: pd.DataFrame, tag: str, ref: pd.Series | None, h: dict) -> d
     p = f"{tag}/"
     lat = ref["latency_ns"]
     v.update({
-        p + "shape": text(ref["shape"]), p + "group": text(ref["group"] or MISSING),
+        p + "shape": text(ref["shape"]), p + "group": text(ref["group"] or None),
         p + "m": count(int(ref["m"])), p + "k": count(int(ref["k"])),
         p + "n": count(int(ref["n"])),
         p + "roof": us(ref["predicted_ns"]), p + "lat": us(lat),
@@ -549,7 +549,7 @@ def values(df: pd.DataFrame, ctx=None) -> dict[str, Value]:
         "shapes": count(h["shapes"]),
         "variants": count(h["variants"]),
         "topology": text(h["topology"]),
-        "groups": text(", ".join(h["groups"]) or MISSING),
+        "groups": text(", ".join(h["groups"]) or None),
         "cubepes": _opt(count, h["cube_pes"]),
     }
     for b in BOUNDS:

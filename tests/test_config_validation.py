@@ -10,9 +10,16 @@ import pytest
 import yaml
 
 from kernbench.errors import ConfigError
-from kernbench.experiments.sweep import load_sweep_file
+from kernbench.experiments import sweep as sweep_module
 
 from .conftest import ROOT
+
+SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
+
+
+def load_sweep_file(path, root):
+    """The sweep as the workflow loads it (its schema, records under results/raw)."""
+    return sweep_module.load_sweep_file(path, root, SCHEMA, "results/raw")
 
 BASE = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
 
@@ -26,7 +33,9 @@ def mutate(fn):
 CASES = [
     ("unknown_top_key", lambda d: d.update(bogus=1), "bogus", "unknown key"),
     ("unknown_experiment", lambda d: d["experiments"].update(gemmm={}), "experiments.gemmm",
-     "unknown key"),
+     "unknown key (allowed: "),
+    ("unknown_plugin", lambda d: d.update(plugins=["no_such_module_kb"]), "plugins[0]",
+     "cannot be imported"),
     ("unknown_block_key", lambda d: d["experiments"]["transfer"].update(size=[1]),
      "experiments.transfer.size", "unknown key"),
     ("wrong_type_sizes", lambda d: d["experiments"]["transfer"].update(sizes="4KiB"),

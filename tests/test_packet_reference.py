@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from kernbench.experiments.models.transfer_model import predict
+from kernbench.probes.formula import predict
 from kernbench.policy.address.phys_addr import PhysAddr
 from kernbench.probes import fabric_accuracy as fa
 from kernbench.probes.catalog import find_case

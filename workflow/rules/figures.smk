@@ -14,7 +14,7 @@ rule figures:
         ],
     params:
         plugins=PLUGINS,
-        out_dir=FIGURE_DIR,
+        out_dir=lambda w, output: str(Path(output[0]).parent),
     log:
         f"{LOG_DIR}/figures.log",
     benchmark:

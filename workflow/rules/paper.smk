@@ -14,7 +14,7 @@ rule report_generated:
         report=CONFIG["report"],
         topologies=CONFIG["topologies"],
         plugins=PLUGINS,
-        out_dir=GENERATED_DIR,
+        out_dir=lambda w, output: str(Path(output[0]).parent),
     log:
         f"{LOG_DIR}/report_generated.log",
     benchmark:

@@ -25,7 +25,7 @@ def test_zero_duration_never_books():
     tl = BusyTimeline()
     tl.reserve(0.0, 10.0)
     assert tl.reserve(3.0, 0.0) == 3.0
-    assert tl.bookings == 1
+    assert tl.busy_ns == 10.0 and tl.ends == [10.0]
 
 
 def test_prune_forgets_the_past_only():
@@ -67,3 +67,38 @@ def test_each_booking_takes_the_earliest_feasible_start(requests):
             expect += 1
         assert s == expect
         busy.append((s, s + d))
+
+
+def test_a_booking_that_fills_a_gap_exactly_fits_despite_rounding():
+    """Start times are sums of float delays: a gap filled exactly may come out a few
+    ulps short, and the booking must still take it rather than move past the next one."""
+    tl = BusyTimeline()
+    a = 0.1 + 0.2  # 0.30000000000000004
+    tl.reserve(0.0, a)
+    tl.reserve(a + 1024.0, 10.0)
+    start = 0.1 + 0.2 + 0.0  # the same instant, reached by another sum
+    got = tl.reserve(start, 1024.0 * (1 + 1e-15))  # a hair longer than the gap
+    assert got == start
+    assert tl.ends[-1] == a + 1024.0 + 10.0  # merged into one busy block, no overlap left
+    assert len(tl.starts) == 1
+    # a booking clearly longer than the gap still has to wait
+    tl2 = BusyTimeline()
+    tl2.reserve(0.0, 1.0)
+    tl2.reserve(11.0, 1.0)
+    assert tl2.reserve(1.0, 10.5) == 12.0
+
+
+def test_book_drops_what_ended_before_now_and_agrees_with_reserve():
+    import random
+
+    rng = random.Random(7)
+    fast, ref = BusyTimeline(), BusyTimeline()
+    now = 0.0
+    for _ in range(2000):
+        now += rng.choice([0.0, 0.5, 3.0])
+        t = now + rng.choice([0.0, 1.0, 5.0, 20.0])
+        d = rng.choice([1.0, 2.5, 8.0])
+        assert fast.book(t, d, now) == ref.reserve(t, d)
+    assert fast.busy_ns == ref.busy_ns
+    assert len(fast.ends) <= len(ref.ends)
+    assert fast.ends[-1] == ref.ends[-1]

@@ -42,3 +42,41 @@ def test_concurrent_requests_queue_per_channel():
     ctrl2 = HbmController("y", 8, 32.0, 256)
     ctrl2.reserve(0.0, 0, 256, now=0.0)  # channel 0 only
     assert ctrl2.reserve(0.0, 256, 256, now=0.0) == (0.0, 8.0)  # channel 1
+
+
+class _PerChannel:
+    """The plain model: one timeline per channel, every transfer books each share."""
+
+    def __init__(self, channels, bw, granule):
+        from kernbench.components.busy_timeline import BusyTimeline
+
+        self.ctrl = HbmController("ref", channels, bw, granule)
+        self.tls = [BusyTimeline() for _ in range(channels)]
+        self.bw = bw
+
+    def reserve(self, t, offset, nbytes):
+        starts = [t]
+        longest = 0.0
+        for tl, nb in zip(self.tls, self.ctrl.channel_bytes(offset, nbytes), strict=True):
+            if nb:
+                starts.append(tl.reserve(t, nb / self.bw))
+                longest = max(longest, nb / self.bw)
+        return max(starts) - t, longest
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.sampled_from([0, 256, 512, 1024, 4096, 8192]),
+                          st.sampled_from([64, 256, 300, 2048, 4096, 16384])),
+                min_size=1, max_size=60))
+def test_lockstep_booking_gives_the_per_channel_times(ops):
+    """Even transfers share one timeline while the channels stay identical; uneven
+    ones split it. Every wait and service time must equal the per-channel model's."""
+    fast = HbmController("x", 8, 32.0, 256)
+    ref = _PerChannel(8, 32.0, 256)
+    now = 0.0
+    for step, offset, nbytes in ops:
+        now += 40.0 * step
+        for t in (now, now + 5.0):
+            assert fast.reserve(t, offset, nbytes, now) == ref.reserve(t, offset, nbytes)
+    busy = fast.channel_busy_ns()
+    assert busy == [tl.busy_ns for tl in ref.tls]

@@ -1,32 +1,63 @@
-"""Occupancy of one serial resource (a link direction, an HBM pseudo-channel).
+"""Occupancy of one serial resource (a link direction, an HBM pseudo-channel, an engine).
 
-A timeline holds disjoint busy intervals. ``reserve(t, d)`` books the earliest
-interval of length ``d`` that starts at or after ``t`` and fits in a gap, so a
-transfer issued later but arriving earlier is not queued behind a booking that
-only starts in the future. Intervals that end before ``prune(now)`` are dropped;
-in steady state the list holds a handful of entries, keeping reserve O(1).
+A timeline holds disjoint busy intervals, sorted. ``reserve(t, d)`` books the
+earliest interval of length ``d`` that starts at or after ``t`` and fits in a
+gap, so a transfer issued later but arriving earlier is not queued behind a
+booking that only starts in the future. Every booking starts at or after the
+current simulated time, so intervals that ended by then can never matter
+again: :meth:`book` (the fast path the fabric inlines) drops them whenever it
+books after everything held, and ``prune(now)`` drops them explicitly. A
+timeline therefore holds only what is still in flight, and a booking is O(1)
+unless it has to search a gap.
+
+A gap "fits" when the booking ends no more than :data:`FIT_TOLERANCE` (a
+relative 1e-12) past the next interval: start times are sums of many float
+delays, and a booking that fills a gap exactly must not be refused because the
+last bit of its end rounded up.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_right
 
+FIT_TOLERANCE = 1e-12
+
 
 class BusyTimeline:
-    __slots__ = ("starts", "ends", "busy_ns", "bookings")
+    __slots__ = ("starts", "ends", "busy_ns")
 
     def __init__(self) -> None:
         self.starts: list[float] = []
         self.ends: list[float] = []
         self.busy_ns = 0.0  # total booked time, for utilisation reports
-        self.bookings = 0
+
+    def book(self, t: float, duration: float, now: float) -> float:
+        """:meth:`reserve` with ``now`` known; the same result, cheaper when ``t``
+        is after every booking (then finished intervals are dropped on the way)."""
+        ends = self.ends
+        if ends and t >= ends[-1] and duration > 0.0:
+            last = ends[-1]
+            self.busy_ns += duration
+            if last <= now:  # all of it is over: keep only the new interval
+                if len(ends) > 1:
+                    del self.starts[:-1], ends[:-1]
+                self.starts[0] = t
+                ends[0] = t + duration
+            elif t == last:
+                ends[-1] = t + duration
+            else:
+                self.starts.append(t)
+                ends.append(t + duration)
+            return t
+        if ends and ends[0] <= now:
+            self.prune(now)
+        return self.reserve(t, duration)
 
     def reserve(self, t: float, duration: float) -> float:
         """Book ``duration`` ns at the earliest free start >= ``t``; return that start."""
         if duration <= 0.0:
             return t
         self.busy_ns += duration
-        self.bookings += 1
         starts, ends = self.starts, self.ends
         n = len(ends)
         if n == 0 or t >= ends[-1]:
@@ -38,13 +69,13 @@ class BusyTimeline:
             return t
         i = bisect_right(ends, t)
         s = t
-        while i < n and s + duration > starts[i]:
+        while i < n and s + duration > starts[i] + FIT_TOLERANCE * abs(starts[i]):
             if ends[i] > s:
                 s = ends[i]
             i += 1
         e = s + duration
         touch_prev = i > 0 and ends[i - 1] == s
-        touch_next = i < n and starts[i] == e
+        touch_next = i < n and e >= starts[i] - FIT_TOLERANCE * abs(starts[i])
         if touch_prev and touch_next:
             ends[i - 1] = ends[i]
             del starts[i], ends[i]

@@ -19,12 +19,11 @@ With no competing traffic a transfer therefore takes exactly
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from kernbench.components.builtin.hbm_ctrl import HbmController
 from kernbench.components.busy_timeline import BusyTimeline
 from kernbench.topology.graph import TopologyGraph
-
-PRUNE_AT = 16  # forget finished bookings once a link holds this many
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,34 +39,45 @@ class RoutePlan:
     wire_ns: float
     bottleneck_gbs: float
     bottleneck_edge: tuple[str, str] | None
+    steps: tuple[tuple[float, BusyTimeline, float, float], ...]  # per hop: (ovh, tl, bw, wire);
+    # the first hop's overhead is 0.0 there, because it is paid (or not) before the loop
+    head_ns: float  # what a zero-byte head adds after its first node (wires and later nodes)
 
     @property
     def hops(self) -> int:
         return len(self.wires)
 
 
-@dataclass(frozen=True, slots=True)
-class HbmEnd:
-    """The HBM slice a leg reads from (``at_start``) or writes to."""
-
-    ctrl: HbmController
-    offset: int  # byte offset inside the slice
-    at_start: bool
-
-
-@dataclass(frozen=True, slots=True)
-class LegTiming:
-    """Timing of one leg: per-node head times, waits and the drain."""
+class LegTiming(NamedTuple):
+    """Timing of one leg: waits, drain and end; per-node head times on request."""
 
     plan: RoutePlan
     nbytes: int
     overhead_ns: float  # node overheads this leg paid
     start_ns: float
-    hop_ns: tuple[float, ...]  # time each node finished handling the head
+    continues: bool
+    waited: tuple[tuple[int, float], ...]  # (hop index, head time after waiting there)
     wait_ns: float  # queueing behind other traffic (edges + channels)
     drain_ns: float
     end_ns: float
     bottleneck_gbs: float  # slowest of edges and HBM channels for this leg
+
+    @property
+    def hop_ns(self) -> tuple[float, ...]:
+        """Time each node finished handling the head (replays the booking's sums)."""
+        plan = self.plan
+        after = dict(self.waited)
+        t = self.start_ns
+        out = []
+        for i, wire in enumerate(plan.wires):
+            if i or not self.continues:
+                t += plan.overheads[i]
+            out.append(t)
+            t = after.get(i, t)
+            t += wire
+        t += plan.overheads[-1]
+        out.append(t)
+        return tuple(out)
 
 
 class Fabric:
@@ -77,6 +87,7 @@ class Fabric:
         self.graph = graph
         self._timelines: dict[tuple[str, str], BusyTimeline] = {}
         self._plans: dict[tuple[str, ...], RoutePlan] = {}
+        self._by_id: dict[int, tuple[tuple[str, ...], RoutePlan]] = {}
         spec = graph.spec
         self.hbm: dict[str, HbmController] = {
             n.id: HbmController(n.id, spec.channels_per_slice, spec.hbm.pseudo_channel_bw_gbs,
@@ -92,85 +103,122 @@ class Fabric:
         return tl
 
     def plan(self, nodes: tuple[str, ...]) -> RoutePlan:
-        """Precompute a route's overheads, wires, bandwidths and timelines (cached)."""
+        """Precompute a route's overheads, wires, bandwidths and timelines (cached).
+
+        Flow builders hand out the same node tuple for the same route, so the
+        cache is consulted by identity first and by value second.
+        """
+        hit = self._by_id.get(id(nodes))
+        if hit is not None and hit[0] is nodes:
+            return hit[1]
         plan = self._plans.get(nodes)
-        if plan is not None:
-            return plan
+        if plan is None:
+            plan = self._plans[nodes] = self._build_plan(nodes)
+        self._by_id[id(nodes)] = (nodes, plan)
+        return plan
+
+    def _build_plan(self, nodes: tuple[str, ...]) -> RoutePlan:
         g = self.graph
         overheads = tuple(g.nodes[n].overhead_ns for n in nodes)
         edges = [g.edge(a, b) for a, b in zip(nodes, nodes[1:], strict=False)]
         bws = tuple(e.bw_gbs for e in edges)
         bn_edge = min(edges, key=lambda e: e.bw_gbs) if edges else None
-        plan = RoutePlan(
+        timelines = tuple(self.timeline(e.src, e.dst) for e in edges)
+        wires = tuple(e.wire_ns for e in edges)
+        return RoutePlan(
             nodes=nodes,
             overheads=overheads,
-            timelines=tuple(self.timeline(e.src, e.dst) for e in edges),
+            timelines=timelines,
             bws=bws,
-            wires=tuple(e.wire_ns for e in edges),
+            wires=wires,
             overhead_ns=sum(overheads),
             wire_ns=sum(e.wire_ns for e in edges),
             bottleneck_gbs=bn_edge.bw_gbs if bn_edge else float("inf"),
             bottleneck_edge=(bn_edge.src, bn_edge.dst) if bn_edge else None,
+            steps=tuple(zip((0.0, *overheads[1:-1]), timelines, bws, wires, strict=True)),
+            head_ns=sum(wires) + sum(overheads[1:]),
         )
-        self._plans[nodes] = plan
-        return plan
 
-    def run_leg(self, plan: RoutePlan, nbytes: int, start: float, now: float,
-                hbm: HbmEnd | None = None, continues: bool = False) -> LegTiming:
-        """Book the leg's resources from ``start`` and return its timing.
-
-        This is the simulator's hot path, so the common case of booking a free
-        link (the head arrives after its last booking ends) is inlined.
-        """
+    def book(self, plan: RoutePlan, nbytes: int, start: float, now: float,
+             hbm: HbmController | None = None, hbm_offset: int = 0, hbm_at_start: bool = False,
+             continues: bool = False) -> tuple[float, float, float, float, tuple]:
+        """Book the leg's resources from ``start``; return (end, wait, drain, bottleneck,
+        waited hops). This is the simulator's hot path: one pass, no objects per hop."""
+        wires = plan.wires
+        if not wires:  # a one-node route: its node is paid, nothing is crossed
+            return self._one_node(plan, nbytes, start, now, hbm, hbm_offset, hbm_at_start)
         t = start
+        if not continues:
+            t += plan.overheads[0]
+        if not nbytes:  # a command: head only, no occupancy
+            return t + plan.head_ns, 0.0, 0.0, plan.bottleneck_gbs, ()
         wait = 0.0
         channel_ns = 0.0
-        hop: list[float] = []
-        timelines, bws, wires, overheads = plan.timelines, plan.bws, plan.wires, plan.overheads
-        last = len(wires)
-        read_hbm = hbm is not None and hbm.at_start and nbytes
-        for i in range(last):
-            if i or not continues:  # a continuation leg's first node was paid by the last leg
-                t += overheads[i]
-            hop.append(t)
-            if read_hbm and i == 0:
-                delay, channel_ns = hbm.ctrl.reserve(t, hbm.offset, nbytes, now)
+        waited = ()
+        if hbm is not None and hbm_at_start:  # a read: the slice serves first
+            delay, channel_ns = hbm.reserve(t, hbm_offset, nbytes, now)
+            if delay:
                 t += delay
                 wait += delay
-            if nbytes:
-                tl = timelines[i]
-                d = nbytes / bws[i]
-                ends = tl.ends
-                if not ends or t >= ends[-1]:
-                    if ends and t == ends[-1]:
-                        ends[-1] = t + d
-                    else:
-                        tl.starts.append(t)
-                        ends.append(t + d)
-                        if len(ends) > PRUNE_AT:
-                            tl.prune(now)
-                    tl.busy_ns += d
-                    tl.bookings += 1
+                waited = ((0, t),)
+        i = -1
+        for ovh, tl, bw, wire in plan.steps:
+            i += 1
+            t += ovh
+            d = nbytes / bw
+            ends = tl.ends
+            # BusyTimeline.book's fast path, inlined: this loop runs once per hop
+            if ends and t >= ends[-1]:
+                last = ends[-1]
+                tl.busy_ns += d
+                if last <= now:  # all of it is over: keep only the new interval
+                    if len(ends) > 1:
+                        del tl.starts[:-1], ends[:-1]
+                    tl.starts[0] = t
+                    ends[0] = t + d
+                elif t == last:
+                    ends[-1] = t + d
                 else:
-                    tl.prune(now)
-                    s = tl.reserve(t, d)
-                    if s > t:
-                        wait += s - t
-                        t = s
-            t += wires[i]
-        t += overheads[last]
-        hop.append(t)
-        if hbm is not None and nbytes and not hbm.at_start:
-            delay, channel_ns = hbm.ctrl.reserve(t, hbm.offset, nbytes, now)
+                    tl.starts.append(t)
+                    ends.append(t + d)
+            else:
+                s = tl.book(t, d, now)
+                if s > t:
+                    wait += s - t
+                    t = s
+                    waited += ((i, t),)
+            t += wire
+        t += plan.overheads[-1]
+        if hbm is not None and not hbm_at_start:  # a write: the slice serves last
+            delay, channel_ns = hbm.reserve(t, hbm_offset, nbytes, now)
             t += delay
             wait += delay
-        drain = nbytes / plan.bottleneck_gbs if nbytes else 0.0
+        drain = nbytes / plan.bottleneck_gbs
         if channel_ns > drain:
             drain = channel_ns
+        return t + drain, wait, drain, nbytes / drain if drain > 0 else plan.bottleneck_gbs, waited
+
+    @staticmethod
+    def _one_node(plan: RoutePlan, nbytes: int, start: float, now: float,
+                  hbm: HbmController | None, hbm_offset: int, hbm_at_start: bool):
+        t = start + plan.overheads[0]
+        wait = channel_ns = 0.0
+        if hbm is not None and nbytes and not hbm_at_start:
+            wait, channel_ns = hbm.reserve(t, hbm_offset, nbytes, now)
+            t += wait
+        drain = max(nbytes / plan.bottleneck_gbs if nbytes else 0.0, channel_ns)
         bn = nbytes / drain if drain > 0 else plan.bottleneck_gbs
-        paid = plan.overhead_ns - (overheads[0] if continues else 0.0)
-        return LegTiming(plan, nbytes, paid, start, tuple(hop), wait, drain, t + drain, bn)
+        return t + drain, wait, drain, bn, ()
+
+    def run_leg(self, plan: RoutePlan, nbytes: int, start: float, now: float,
+                hbm: HbmController | None = None, hbm_offset: int = 0,
+                hbm_at_start: bool = False, continues: bool = False) -> LegTiming:
+        """:meth:`book`, returned as a :class:`LegTiming` (for results and reports)."""
+        end, wait, drain, bn, waited = self.book(plan, nbytes, start, now, hbm, hbm_offset,
+                                                 hbm_at_start, continues)
+        paid = plan.overhead_ns - (plan.overheads[0] if continues else 0.0)
+        return LegTiming(plan, nbytes, paid, start, continues, waited, wait, drain, end, bn)
 
     def link_busy_ns(self) -> dict[tuple[str, str], float]:
         """Total booked time per edge that carried traffic (sorted for determinism)."""
-        return {k: v.busy_ns for k, v in sorted(self._timelines.items()) if v.bookings}
+        return {k: v.busy_ns for k, v in sorted(self._timelines.items()) if v.busy_ns}

@@ -8,7 +8,7 @@ and routes: timing is the fabric's job, SimPy bookkeeping the engine's.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from kernbench.policy.address.phys_addr import PhysAddr
 from kernbench.policy.routing import AddressResolver, PathRouter
@@ -16,8 +16,9 @@ from kernbench.policy.routing.router import scope_policy
 from kernbench.topology import naming as nm
 
 
-@dataclass(frozen=True, slots=True)
-class LegSpec:
+class LegSpec(NamedTuple):
+    """One leg of a flow (immutable; a named tuple because flows are built per transfer)."""
+
     label: str  # "data", "command"
     nodes: tuple[str, ...]
     nbytes: int
@@ -27,15 +28,15 @@ class LegSpec:
     continues: bool = False  # starts where the previous leg ended: its first node is already paid
 
 
-@dataclass(frozen=True, slots=True)
-class FlowSpec:
-    kind: str  # h2d_write | d2h_read | pe_dma_write | pe_dma_read | mcpu_dma_write
+class FlowSpec(NamedTuple):
+    """What one initiator asks of the fabric (immutable)."""
+
+    kind: str  # h2d_write | d2h_read | pe_dma_write | pe_dma_read | mcpu_dma_write | ...
     initiator: str  # node id that owns the op in the op log
     nbytes: int
     legs: tuple[LegSpec, ...]
-    src: str = ""  # readable source / destination (node or address)
-    dst: str = ""
-    params: dict = field(default_factory=dict, compare=False, hash=False)
+    src: str | PhysAddr = ""  # source / destination: a node id or a physical address
+    dst: str | PhysAddr = ""  # (formatted only when the op log is read)
 
 
 def _join(*paths) -> tuple[str, ...]:
@@ -56,7 +57,8 @@ class FlowBuilder:
         self.resolver = resolver
         self.router = router
         self.slice_bytes = hbm_slice_bytes
-        self._routes: dict[tuple, tuple[tuple[str, ...], ...]] = {}
+        self._routes: dict[tuple, tuple] = {}
+        self._commands: dict[tuple[str, ...], LegSpec] = {}
 
     def _cached(self, key: tuple, build) -> tuple[tuple[str, ...], ...]:
         """Node sequences of a flow's legs, computed once per (kind, ends)."""
@@ -67,6 +69,10 @@ class FlowBuilder:
 
     def _hbm_target(self, pa: PhysAddr) -> tuple[str, int]:
         return self.resolver.resolve(pa), pa.hbm_offset % self.slice_bytes
+
+    def _end(self, pa: PhysAddr, node: str) -> tuple[str | None, int]:
+        """(HBM node, offset in its slice) of a DMA end point, or (None, 0) off HBM."""
+        return (node, pa.hbm_offset % self.slice_bytes) if pa.kind == "hbm" else (None, 0)
 
     def _host_prefix(self, sip: int) -> tuple[str, ...]:
         pcie = self.resolver.find_pcie_ep(sip)
@@ -85,65 +91,70 @@ class FlowBuilder:
         if pa.kind != "hbm":
             raise ValueError(f"host writes target HBM, got {pa}")
         hbm_node, off = self._hbm_target(pa)
-        path = self.host_to_hbm_path(pa.sip, pa.cube, hbm_node)
-        if from_host:
-            path = _join(self._host_prefix(pa.sip), path)
+
+        def build():
+            path = self.host_to_hbm_path(pa.sip, pa.cube, hbm_node)
+            return (_join(self._host_prefix(pa.sip), path) if from_host else path,)
+
+        (path,) = self._cached(("h2d_write", pa.sip, pa.cube, hbm_node, from_host), build)
         leg = LegSpec("data", path, nbytes, hbm_node, off, hbm_at_start=False)
-        return FlowSpec("h2d_write", path[0], nbytes, (leg,), path[0], str(pa),
-                        {"dst_addr": pa.encode(), "nbytes": nbytes})
+        return FlowSpec("h2d_write", path[0], nbytes, (leg,), path[0], pa)
 
     def d2h_read(self, pa: PhysAddr, nbytes: int, *, to_host: bool = False) -> FlowSpec:
         """Command out along the write path, data back along the memory path."""
         if pa.kind != "hbm":
             raise ValueError(f"host reads target HBM, got {pa}")
         hbm_node, off = self._hbm_target(pa)
-        cmd = self.host_to_hbm_path(pa.sip, pa.cube, hbm_node)
-        data = self.router.find_memory_path(hbm_node, self.resolver.find_pcie_ep(pa.sip))
-        if to_host:
-            prefix = self._host_prefix(pa.sip)
-            cmd = _join(prefix, cmd)
-            data = _join(data, tuple(reversed(prefix)))
-        legs = (LegSpec("command", cmd, 0),
-                LegSpec("data", tuple(data), nbytes, hbm_node, off, hbm_at_start=True,
-                        continues=True))
-        return FlowSpec("d2h_read", cmd[0], nbytes, legs, str(pa), cmd[0],
-                        {"src_addr": pa.encode(), "nbytes": nbytes})
 
-    def _resource_node(self, pa: PhysAddr) -> str:
-        return self.resolver.resolve(pa)
+        def build():
+            cmd = self.host_to_hbm_path(pa.sip, pa.cube, hbm_node)
+            data = self.router.find_memory_path(hbm_node, self.resolver.find_pcie_ep(pa.sip))
+            if to_host:
+                prefix = self._host_prefix(pa.sip)
+                cmd = _join(prefix, cmd)
+                data = _join(data, tuple(reversed(prefix)))
+            return cmd, tuple(data)
+
+        cmd, data = self._cached(("d2h_read", pa.sip, pa.cube, hbm_node, to_host), build)
+        legs = (self._command_leg(cmd),
+                LegSpec("data", data, nbytes, hbm_node, off, hbm_at_start=True, continues=True))
+        return FlowSpec("d2h_read", cmd[0], nbytes, legs, pa, cmd[0])
 
     def pe_dma_write(self, sip: int, cube: int, pe: int, dst: PhysAddr, nbytes: int) -> FlowSpec:
         """TCM -> PE_DMA -> fabric -> destination (HBM slice, SRAM or another TCM)."""
-        dst_node = self._resource_node(dst)
-
-        def build():
+        dst_node = self.resolver.resolve(dst)
+        key = ("pe_dma_write", sip, cube, pe, dst_node)
+        hit = self._routes.get(key)
+        if hit is None:
             src_pe = self.resolver.find_pe(sip, cube, pe)
             tcm = nm.pe_unit(sip, cube, pe, "pe_tcm")
-            return (_join((tcm,), self.router.find_path(src_pe, dst_node)),)
-
-        (path,) = self._cached(("pe_dma_write", sip, cube, pe, dst_node), build)
-        hbm = self._hbm_target(dst) if dst.kind == "hbm" else (None, 0)
-        leg = LegSpec("data", path, nbytes, hbm[0], hbm[1], hbm_at_start=False)
-        return FlowSpec("pe_dma_write", path[1], nbytes, (leg,), path[0], str(dst),
-                        {"dst_addr": dst.encode(), "nbytes": nbytes})
+            hit = self._routes[key] = (_join((tcm,), self.router.find_path(src_pe, dst_node)),)
+        path = hit[0]
+        if dst.kind == "hbm":
+            leg = LegSpec("data", path, nbytes, dst_node, dst.hbm_offset % self.slice_bytes)
+        else:
+            leg = LegSpec("data", path, nbytes)
+        return FlowSpec("pe_dma_write", path[1], nbytes, (leg,), path[0], dst)
 
     def pe_dma_read(self, sip: int, cube: int, pe: int, src: PhysAddr, nbytes: int) -> FlowSpec:
         """Request to the source, then data back into this PE's TCM."""
-        src_node = self._resource_node(src)
-
-        def build():
+        src_node = self.resolver.resolve(src)
+        key = ("pe_dma_read", sip, cube, pe, src_node)
+        hit = self._routes.get(key)
+        if hit is None:
             src_pe = self.resolver.find_pe(sip, cube, pe)
             dma = nm.pe_unit(sip, cube, pe, "pe_dma")
             tcm = nm.pe_unit(sip, cube, pe, "pe_tcm")
             back = self.router.find_path_to_pe(src_node, src_pe)
-            return tuple(self.router.find_path(src_pe, src_node)), _join(back, (dma, tcm))
-
-        cmd, data = self._cached(("pe_dma_read", sip, cube, pe, src_node), build)
-        hbm = self._hbm_target(src) if src.kind == "hbm" else (None, 0)
-        legs = (LegSpec("command", cmd, 0),
-                LegSpec("data", data, nbytes, hbm[0], hbm[1], hbm_at_start=True, continues=True))
-        return FlowSpec("pe_dma_read", cmd[0], nbytes, legs, str(src), data[-1],
-                        {"src_addr": src.encode(), "nbytes": nbytes})
+            cmd = tuple(self.router.find_path(src_pe, src_node))
+            hit = self._routes[key] = (self._command_leg(cmd), _join(back, (dma, tcm)))
+        cmd_leg, data = hit
+        if src.kind == "hbm":
+            leg = LegSpec("data", data, nbytes, src_node, src.hbm_offset % self.slice_bytes,
+                          True, True)
+        else:
+            leg = LegSpec("data", data, nbytes, None, 0, True, True)
+        return FlowSpec("pe_dma_read", cmd_leg.nodes[0], nbytes, (cmd_leg, leg), src, data[-1])
 
     def pe_message(self, src: tuple[int, int, int], dst: tuple[int, int, int],
                    nbytes: int) -> FlowSpec:
@@ -159,22 +170,28 @@ class FlowBuilder:
 
         (path,) = self._cached(("pe_message", src, dst), build)
         leg = LegSpec("data", path, nbytes)
-        return FlowSpec("pe_message", path[1], nbytes, (leg,), path[0], path[-1],
-                        {"nbytes": nbytes})
+        return FlowSpec("pe_message", path[1], nbytes, (leg,), path[0], path[-1])
+
+    def _command_leg(self, path: tuple[str, ...]) -> LegSpec:
+        """The (cached) zero-byte leg over ``path``: commands are all alike."""
+        leg = self._commands.get(path)
+        if leg is None:
+            leg = self._commands[path] = LegSpec("command", path, 0)
+        return leg
 
     def command(self, *stops: str) -> FlowSpec:
         """A zero-byte control message through ``stops`` (command links allowed)."""
-        path = _join(*(self.router.route("all", a, b)[0] for a, b in zip(stops, stops[1:],
-                                                                         strict=False)))
-        return FlowSpec("command", path[0], 0, (LegSpec("command", path, 0),), path[0], path[-1])
+        (path,) = self._cached(("command", stops), lambda: (_join(*(
+            self.router.route("all", a, b)[0] for a, b in zip(stops, stops[1:], strict=False))),))
+        return FlowSpec("command", path[0], 0, (self._command_leg(path),), path[0], path[-1])
 
     def mcpu_dma_write(self, sip: int, cube: int, dst: PhysAddr, nbytes: int) -> FlowSpec:
         """M_CPU pushes ``nbytes`` from its local memory to ``dst``."""
         m_cpu = self.resolver.find_m_cpu(sip, cube)
-        dst_node = self._resource_node(dst)
-        path = tuple(self.router.find_mcpu_dma_path(m_cpu, dst_node))
-        hbm = self._hbm_target(dst) if dst.kind == "hbm" else (None, 0)
-        leg = LegSpec("data", path, nbytes, hbm[0], hbm[1], hbm_at_start=False)
-        return FlowSpec("mcpu_dma_write", m_cpu, nbytes, (leg,), m_cpu, str(dst),
-                        {"dst_addr": dst.encode(), "nbytes": nbytes})
+        dst_node = self.resolver.resolve(dst)
+        (path,) = self._cached(("mcpu_dma_write", sip, cube, dst_node),
+                               lambda: (tuple(self.router.find_mcpu_dma_path(m_cpu, dst_node)),))
+        hbm_node, off = self._end(dst, dst_node)
+        leg = LegSpec("data", path, nbytes, hbm_node, off, hbm_at_start=False)
+        return FlowSpec("mcpu_dma_write", m_cpu, nbytes, (leg,), m_cpu, dst)
 

@@ -197,25 +197,37 @@ def _mesh_crossing(graph: TopologyGraph, fb: FlowBuilder, nbytes: int) -> tuple[
                  for i, (sc, sp, dc, dp) in enumerate(pairs))
 
 
-def scenarios(graph: TopologyGraph, nbytes: int = CONTENDED_BYTES,
-              router: PathRouter | None = None) -> list[Scenario]:
-    """The contended scenarios; every flow of a scenario starts at t = 0."""
+SCENARIOS = ("two-flows-one-link", "eight-flows-one-link", "hbm-hot-spot", "mesh-crossing")
+
+
+def scenario(graph: TopologyGraph, name: str, nbytes: int = CONTENDED_BYTES,
+             router: PathRouter | None = None) -> Scenario:
+    """One contended scenario (every flow starts at t = 0); ``name`` in :data:`SCENARIOS`."""
     flows_from = builder(graph, router)
     fb = flows_from.flows
     spec = graph.spec
     one_link = "pe-cross-cube-hbm-best" if spec.cubes_per_sip > 1 else "pe-local-hbm"
     pes = spec.pes_per_cube
-    return [
-        Scenario("two-flows-one-link", f"2 x {one_link} over the same route",
-                 _same_route(flows_from, one_link, 2, nbytes)),
-        Scenario("eight-flows-one-link", f"8 x {one_link} over the same route",
-                 _same_route(flows_from, one_link, 8, nbytes)),
-        Scenario("hbm-hot-spot", f"all {pes} PEs of CUBE 0 write PE 0's HBM slice",
-                 tuple(fb.pe_dma_write(0, 0, pe, _pe_hbm(graph, 0, 0, pe * nbytes), nbytes)
-                       for pe in range(pes))),
-        Scenario("mesh-crossing", "W<->E and N<->S across the UCIe mesh, corner to "
-                 "corner across CUBE 0's NoC", _mesh_crossing(graph, fb, nbytes)),
-    ]
+    if name == "two-flows-one-link":
+        return Scenario(name, f"2 x {one_link} over the same route",
+                        _same_route(flows_from, one_link, 2, nbytes))
+    if name == "eight-flows-one-link":
+        return Scenario(name, f"8 x {one_link} over the same route",
+                        _same_route(flows_from, one_link, 8, nbytes))
+    if name == "hbm-hot-spot":
+        return Scenario(name, f"all {pes} PEs of CUBE 0 write PE 0's HBM slice",
+                        tuple(fb.pe_dma_write(0, 0, pe, _pe_hbm(graph, 0, 0, pe * nbytes), nbytes)
+                              for pe in range(pes)))
+    if name == "mesh-crossing":
+        return Scenario(name, "W<->E and N<->S across the UCIe mesh, corner to corner across "
+                        "CUBE 0's NoC", _mesh_crossing(graph, fb, nbytes))
+    raise ValueError(f"unknown scenario {name!r} (known: {', '.join(SCENARIOS)})")
+
+
+def scenarios(graph: TopologyGraph, nbytes: int = CONTENDED_BYTES,
+              router: PathRouter | None = None) -> list[Scenario]:
+    """Every contended scenario, in :data:`SCENARIOS` order."""
+    return [scenario(graph, name, nbytes, router) for name in SCENARIOS]
 
 
 def compare(graph: TopologyGraph, scenario: Scenario, *, packet_bytes: int = 256,

@@ -10,14 +10,16 @@ kernel side registers them with :meth:`GraphEngine.register_program`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import gc
+from contextlib import contextmanager
+from typing import NamedTuple
 
 import numpy as np
 import simpy
 
 from kernbench.components.builtin.pe_cost_model import PeCostModel
 from kernbench.components.builtin.pe_unit import PeUnit
-from kernbench.components.fabric import Fabric, HbmEnd, LegTiming
+from kernbench.components.fabric import Fabric, LegTiming
 from kernbench.components.flows import FlowBuilder, FlowSpec
 from kernbench.errors import SimulationError
 from kernbench.policy.address.phys_addr import PhysAddr, UnitType
@@ -29,6 +31,29 @@ from kernbench.sim_engine.op_log import OpLogger
 from kernbench.topology.graph import TopologyGraph
 
 _SPACE = {UnitType.PE: "tcm", UnitType.SRAM: "sram", UnitType.MCPU: "mcpu"}
+GC_YOUNG_THRESHOLD = 50_000
+
+
+@contextmanager
+def quiet_collector():
+    """Run the event loop with Python's cyclic collector at a lower duty.
+
+    The loop allocates many short-lived containers; with the default gen-0
+    threshold (700) the collector ran every few transfers and spent ~30 % of
+    the run re-scanning the topology, the route caches and the growing op log
+    (measured in benchmarks/engine_speed.py). Objects that exist when the run
+    starts are frozen (never scanned during it) and young collections happen
+    every ``GC_YOUNG_THRESHOLD`` allocations; cycles are still collected, and
+    the previous settings are restored afterwards.
+    """
+    old = gc.get_threshold()
+    gc.freeze()
+    gc.set_threshold(max(old[0], GC_YOUNG_THRESHOLD), old[1], old[2])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*old)
+        gc.unfreeze()
 
 
 def space_of(pa: PhysAddr) -> str:
@@ -36,15 +61,41 @@ def space_of(pa: PhysAddr) -> str:
     return "hbm" if pa.kind == "hbm" else _SPACE[pa.unit_type]
 
 
-@dataclass(frozen=True, slots=True)
-class FlowResult:
+def leg_timing(spec, plan, start: float, end: float, wait: float, drain: float, bn: float,
+               waited: tuple) -> LegTiming:
+    paid = plan.overhead_ns - (plan.overheads[0] if spec.continues else 0.0)
+    return LegTiming(plan, spec.nbytes, paid, start, spec.continues, waited, wait, drain, end, bn)
+
+
+def flow_params(flow: FlowSpec, timing: tuple) -> dict:
+    """The op-log parameters of a flow (built only when the op log is read)."""
+    params: dict = {}
+    if isinstance(flow.src, PhysAddr):
+        params["src_addr"] = flow.src.encode()
+    if isinstance(flow.dst, PhysAddr):
+        params["dst_addr"] = flow.dst.encode()
+    if flow.kind != "command":
+        params["nbytes"] = flow.nbytes
+    params.update(src=str(flow.src), dst=str(flow.dst),
+                  hops=sum(len(raw[0].nodes) - 1 for raw in timing),
+                  wait_ns=sum(raw[3] for raw in timing))
+    return params
+
+
+class FlowResult(NamedTuple):
     """Outcome of one flow: timing per leg and, for reads in data mode, the bytes."""
 
     flow: FlowSpec
     issue_ns: float
     done_ns: float
-    legs: tuple[LegTiming, ...]
+    timing: tuple  # per leg: (plan, start, end, wait, drain, bottleneck, waited hops)
     data: np.ndarray | None = None
+
+    @property
+    def legs(self) -> tuple[LegTiming, ...]:
+        """Per-leg timing (built on request: most results are only waited on)."""
+        return tuple(leg_timing(spec, *raw) for spec, raw in zip(self.flow.legs, self.timing,
+                                                                  strict=True))
 
     @property
     def total_ns(self) -> float:
@@ -127,26 +178,37 @@ class GraphEngine:
 
     def book_flow(self, flow: FlowSpec, start: float) -> float:
         """Book ``flow`` starting at ``start`` (>= now); returns its completion time."""
-        return self.time_flow(flow, start)[-1].end_ns
+        now = self.env.now
+        fabric = self.fabric
+        hbm = fabric.hbm
+        t = start
+        for spec in flow.legs:
+            t = fabric.book(fabric.plan(spec.nodes), spec.nbytes, t, now,
+                            hbm[spec.hbm_node] if spec.hbm_node else None, spec.hbm_offset,
+                            spec.hbm_at_start, spec.continues)[0]
+        return t
 
     @property
     def now(self) -> float:
         return self.env.now
 
     # -- core ------------------------------------------------------------------
-    def time_flow(self, flow: FlowSpec, start: float | None = None) -> tuple[LegTiming, ...]:
-        """Book the flow's resources (legs back to back) and return their timing."""
+    def time_flow(self, flow: FlowSpec, start: float | None = None) -> tuple[tuple, ...]:
+        """Book the flow's resources (legs back to back); per leg (plan, start, end,
+        wait, drain, bottleneck, waited hops)."""
         now = self.env.now
         t = now if start is None else start
-        legs = []
+        fabric = self.fabric
+        hbm = fabric.hbm
+        timing = []
         for spec in flow.legs:
-            plan = self.fabric.plan(spec.nodes)
-            hbm = (HbmEnd(self.fabric.hbm[spec.hbm_node], spec.hbm_offset, spec.hbm_at_start)
-                   if spec.hbm_node else None)
-            leg = self.fabric.run_leg(plan, spec.nbytes, t, now, hbm, spec.continues)
-            legs.append(leg)
-            t = leg.end_ns
-        return tuple(legs)
+            plan = fabric.plan(spec.nodes)
+            leg_start = t
+            t, wait, drain, bn, waited = fabric.book(
+                plan, spec.nbytes, t, now, hbm[spec.hbm_node] if spec.hbm_node else None,
+                spec.hbm_offset, spec.hbm_at_start, spec.continues)
+            timing.append((plan, leg_start, t, wait, drain, bn, waited))
+        return tuple(timing)
 
     def submit(self, flow: FlowSpec, *, src: tuple[str, int] | None = None,
                dst: tuple[str, int] | None = None, data: np.ndarray | None = None,
@@ -157,20 +219,17 @@ class GraphEngine:
         and the bytes are written to ``dst`` (space, addr) at completion.
         """
         issue = self.env.now
-        legs = self.time_flow(flow)
-        done = legs[-1].end_ns
+        timing = self.time_flow(flow)
+        done = timing[-1][2]
         payload = None
         if self.store is not None:
             if data is not None:
                 payload = np.ascontiguousarray(data).reshape(-1).view(np.uint8).copy()
             elif src is not None:
                 payload = self.store.read_bytes(src[0], src[1], flow.nbytes)
-        params = dict(flow.params)
-        params.update(src=flow.src, dst=flow.dst, hops=sum(len(leg.plan.nodes) - 1 for leg in legs),
-                      wait_ns=sum(leg.wait_ns for leg in legs))
-        self.op_log.record(issue, done, flow.initiator, "memory", op_name or flow.kind, params)
-        result = FlowResult(flow, issue, done, legs, payload)
-        event = self.env.timeout(done - issue, value=result)
+        self.op_log.record(issue, done, flow.initiator, "memory", op_name or flow.kind,
+                           lambda: flow_params(flow, timing))
+        event = self.env.timeout(done - issue, FlowResult(flow, issue, done, timing, payload))
         if payload is not None and dst is not None:
             store = self.store
             event.callbacks.append(lambda _ev: store.write(dst[0], dst[1], payload))
@@ -183,7 +242,8 @@ class GraphEngine:
     def run(self, until: float | simpy.Event | None = None) -> None:
         """Advance the simulation; a drained queue with kernels still waiting is a deadlock."""
         try:
-            self.env.run(until=until)
+            with quiet_collector():
+                self.env.run(until=until)
         except RuntimeError as exc:
             if "No scheduled events left" not in str(exc):
                 raise
@@ -212,12 +272,16 @@ class GraphEngine:
     def pe_dma_write(self, sip: int, cube: int, pe: int, dst: PhysAddr, nbytes: int, *,
                      src_tcm: PhysAddr | None = None) -> simpy.Event:
         flow = self.flows.pe_dma_write(sip, cube, pe, dst, nbytes)
+        if self.store is None:  # addresses matter only to the data plane
+            return self.submit(flow)
         src = ("tcm", src_tcm.encode()) if src_tcm is not None else None
         return self.submit(flow, src=src, dst=(space_of(dst), dst.encode()))
 
     def pe_dma_read(self, sip: int, cube: int, pe: int, src: PhysAddr, nbytes: int, *,
                     dst_tcm: PhysAddr | None = None) -> simpy.Event:
         flow = self.flows.pe_dma_read(sip, cube, pe, src, nbytes)
+        if self.store is None:
+            return self.submit(flow)
         dst = ("tcm", dst_tcm.encode()) if dst_tcm is not None else None
         return self.submit(flow, src=(space_of(src), src.encode()), dst=dst)
 

@@ -8,13 +8,15 @@ intervals (for engine occupancy and stage breakdowns) are always kept.
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from kernbench.topology import naming as nm
 
 OP_KINDS = ("memory", "gemm", "math", "control", "unknown")
+_KINDS = frozenset(OP_KINDS)
 
 
 @dataclass(slots=True)
@@ -49,38 +51,58 @@ def union_ns(starts: list[float], ends: list[float]) -> float:
 
 
 class OpLogger:
+    """The op log of one engine. Records are kept as tuples and become
+    :class:`OpRecord`s (with their parameters evaluated) when first read, so a
+    long run pays little per op; ``params`` may be a dict or a function
+    returning one."""
+
     def __init__(self, keep_records: bool = True) -> None:
         self.keep_records = keep_records
+        self._raw: list[tuple] = []
         self._records: list[OpRecord] = []
         self._sorted = True
+        self._last_start = float("-inf")
         self.counts: Counter[str] = Counter()
-        self._stage: defaultdict[tuple[str, str], tuple[list[float], list[float]]] = \
-            defaultdict(lambda: ([], []))
-        self._owner: dict[str, str] = {}
+        self._stage: dict[tuple[str, str], tuple[list[float], list[float]]] = {}
+        self._lists: dict[tuple[str, str], tuple[list[float], list[float]]] = {}
 
     def record(self, t_start: float, t_end: float, component_id: str, op_kind: str,
-               op_name: str, params: dict[str, Any] | None = None,
+               op_name: str, params: dict[str, Any] | Callable[[], dict] | None = None,
                stage: str | None = None) -> None:
         """Report one op; ``stage`` (e.g. "GEMM") feeds the busy-time statistics."""
-        if op_kind not in OP_KINDS:
+        if op_kind not in _KINDS:
             raise ValueError(f"op_kind must be one of {OP_KINDS}, got {op_kind!r}")
         self.counts[op_name] += 1
         if stage is not None:
-            owner = self._owner.get(component_id)
-            if owner is None:
-                pe = nm.pe_of(component_id)
-                owner = self._owner[component_id] = nm.pe_prefix(*pe) if pe else component_id
-            starts, ends = self._stage[(owner, stage)]
-            starts.append(t_start)
-            ends.append(t_end)
+            lists = self._lists.get((component_id, stage))
+            if lists is None:
+                lists = self._stage_lists(component_id, stage)
+            lists[0].append(t_start)
+            lists[1].append(t_end)
         if self.keep_records:
-            rec = OpRecord(t_start, t_end, component_id, op_kind, op_name, params or {})
-            if self._records and t_start < self._records[-1].t_start:
+            if t_start < self._last_start:
                 self._sorted = False
-            self._records.append(rec)
+            self._last_start = t_start
+            self._raw.append((t_start, t_end, component_id, op_kind, op_name, params))
+
+    def _stage_lists(self, component_id: str, stage: str) -> tuple[list[float], list[float]]:
+        """Busy intervals of ``stage`` of the PE (or component) owning ``component_id``."""
+        pe = nm.pe_of(component_id)
+        owner = nm.pe_prefix(*pe) if pe else component_id
+        lists = self._stage.get((owner, stage))
+        if lists is None:
+            lists = self._stage[(owner, stage)] = ([], [])
+        self._lists[(component_id, stage)] = lists
+        return lists
 
     @property
     def records(self) -> list[OpRecord]:
+        if self._raw:
+            for t0, t1, comp, kind, name, params in self._raw:
+                if callable(params):
+                    params = params()
+                self._records.append(OpRecord(t0, t1, comp, kind, name, params or {}))
+            self._raw.clear()
         if not self._sorted:
             self._records.sort(key=lambda r: r.t_start)
             self._sorted = True

@@ -23,11 +23,8 @@ class Engine:
 
     def book(self, ready: float, service_ns: float, now: float) -> tuple[float, float]:
         """(start, end) of an op that can start at ``ready`` and needs ``service_ns``."""
-        tl = self.timeline
-        if len(tl.ends) > 32:
-            tl.prune(now)
         occupancy = service_ns + self.overhead_ns
-        start = tl.reserve(ready, occupancy)
+        start = self.timeline.book(ready, occupancy, now)
         self.ops += 1
         return start, start + occupancy
 

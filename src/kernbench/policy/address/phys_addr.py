@@ -13,8 +13,8 @@ Layout, most significant bit first (see docs/adr/0004-physical-address-layout.md
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import IntEnum
+from typing import NamedTuple
 
 PA_BITS = 51
 SIP_BITS, CUBE_BITS = 5, 6
@@ -39,10 +39,7 @@ def _check(name: str, value: int, bits: int) -> None:
         raise ValueError(f"{name}={value!r} does not fit in {bits} bits (0..{(1 << bits) - 1})")
 
 
-@dataclass(frozen=True, slots=True)
-class PhysAddr:
-    """A decoded physical address. ``kind`` is 'hbm' or 'pe_resource'."""
-
+class _Fields(NamedTuple):
     kind: str
     sip: int
     cube: int
@@ -51,22 +48,39 @@ class PhysAddr:
     pe_id: int = 0
     sub_offset: int = 0
 
-    def __post_init__(self) -> None:
-        _check("sip", self.sip, SIP_BITS)
-        _check("cube", self.cube, CUBE_BITS)
-        if self.kind == "hbm":
-            _check("hbm_offset", self.hbm_offset, HBM_OFFSET_BITS)
-            if self.pe_id or self.sub_offset:
+
+class PhysAddr(_Fields):
+    """A decoded physical address. ``kind`` is 'hbm' or 'pe_resource'.
+
+    An immutable value (a validated named tuple: addresses are made on every
+    transfer, so construction must be cheap).
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, kind: str, sip: int, cube: int, hbm_offset: int = 0,
+                unit_type: UnitType = UnitType.PE, pe_id: int = 0,
+                sub_offset: int = 0) -> PhysAddr:
+        if kind == "hbm" and type(sip) is int and type(cube) is int \
+                and type(hbm_offset) is int and not pe_id and not sub_offset \
+                and 0 <= sip < 1 << SIP_BITS and 0 <= cube < 1 << CUBE_BITS \
+                and 0 <= hbm_offset < 1 << HBM_OFFSET_BITS:  # the common case, in one test
+            return tuple.__new__(cls, (kind, sip, cube, hbm_offset, UnitType.PE, 0, 0))
+        _check("sip", sip, SIP_BITS)
+        _check("cube", cube, CUBE_BITS)
+        if kind == "hbm":
+            _check("hbm_offset", hbm_offset, HBM_OFFSET_BITS)
+            if pe_id or sub_offset:
                 raise ValueError("an HBM address carries no pe_id/sub_offset")
-        elif self.kind == "pe_resource":
-            if not isinstance(self.unit_type, UnitType):
-                object.__setattr__(self, "unit_type", UnitType(self.unit_type))
-            _check("pe_id", self.pe_id, PE_BITS)
-            _check("sub_offset", self.sub_offset, SUB_OFFSET_BITS)
-            if self.hbm_offset:
+        elif kind == "pe_resource":
+            unit_type = UnitType(unit_type)
+            _check("pe_id", pe_id, PE_BITS)
+            _check("sub_offset", sub_offset, SUB_OFFSET_BITS)
+            if hbm_offset:
                 raise ValueError("a resource address carries no hbm_offset")
         else:
-            raise ValueError(f"kind must be 'hbm' or 'pe_resource', got {self.kind!r}")
+            raise ValueError(f"kind must be 'hbm' or 'pe_resource', got {kind!r}")
+        return tuple.__new__(cls, (kind, sip, cube, hbm_offset, unit_type, pe_id, sub_offset))
 
     # -- constructors -------------------------------------------------------
     @classmethod

@@ -55,6 +55,7 @@ class AddressResolver:
     def __init__(self, graph: TopologyGraph) -> None:
         self._node_ids = frozenset(graph.nodes)
         self._hbm_slice_bytes = graph.spec.hbm_slice_bytes
+        self._hbm: dict[tuple[int, int, int], str] = {}  # (sip, cube, slice) -> node
 
     def _known(self, node_id: str) -> str:
         if node_id not in self._node_ids:
@@ -64,7 +65,11 @@ class AddressResolver:
     def resolve(self, addr: PhysAddr | int) -> str:
         pa = PhysAddr.decode(addr) if isinstance(addr, int) else addr
         if pa.kind == "hbm":
-            return self._known(nm.hbm_ctrl(pa.sip, pa.cube, pa.hbm_offset // self._hbm_slice_bytes))
+            key = (pa.sip, pa.cube, pa.hbm_offset // self._hbm_slice_bytes)
+            node = self._hbm.get(key)
+            if node is None:
+                node = self._hbm[key] = self._known(nm.hbm_ctrl(*key))
+            return node
         if pa.unit_type == UnitType.PE:
             return self._known(nm.pe_unit(pa.sip, pa.cube, pa.pe_id, "pe_tcm"))
         if pa.unit_type == UnitType.SRAM:

@@ -7,6 +7,7 @@ every registered bench through ``run_bench`` and ``kernbench run``.
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 from pathlib import Path
@@ -23,9 +24,9 @@ EXPECTED_MODULES = {"kernbench.benches.attention_decode", "kernbench.benches.gem
                     "kernbench.benches.transfer"}
 
 
-@pytest.fixture
-def isolated_registry():
-    """Run a test against an empty registry and put the real one back afterwards."""
+@contextlib.contextmanager
+def _isolated():
+    """An empty registry for the duration; the real one is put back afterwards."""
     saved = (list(registry._PENDING), dict(registry._REGISTRY), set(registry._REGISTERED_MODULES))
     registry._PENDING.clear()
     registry._REGISTRY.clear()
@@ -38,6 +39,13 @@ def isolated_registry():
         registry._REGISTRY.update(saved[1])
         registry._REGISTERED_MODULES.clear()
         registry._REGISTERED_MODULES.update(saved[2])
+
+
+@pytest.fixture
+def isolated_registry():
+    """Run a test against an empty registry and put the real one back afterwards."""
+    with _isolated():
+        yield registry
 
 
 def _names() -> list[str]:
@@ -82,11 +90,16 @@ def test_duplicate_names_fail_at_finalize(isolated_registry):
 
 
 def test_the_isolated_registry_is_restored():
-    # runs after the isolated tests in this module: the real benches are all back
-    assert len(_names()) >= 7
-    modules = {s.module for s in list_all()}
-    assert EXPECTED_MODULES <= modules
-    assert all(m.startswith("kernbench.benches.") for m in modules)
+    """The fixture empties the registry for a test and puts every real bench back after
+    it, whatever ran before (checked here around a test of its own, in any order)."""
+    before = [(s.name, s.module) for s in list_all()]
+    assert len(before) >= 7 and EXPECTED_MODULES <= {m for _, m in before}
+    with _isolated():
+        assert list_all() == []
+        bench(name="only-here", description="A bench that must not survive.")(lambda torch: None)
+        assert _names() == ["only-here"]
+    assert [(s.name, s.module) for s in list_all()] == before
+    assert all(m.startswith("kernbench.benches.") for _, m in before)
 
 
 # -- D2. module audit -----------------------------------------------------------------------------------------

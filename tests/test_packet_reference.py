@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import pytest
 
-from kernbench.probes.formula import predict
 from kernbench.policy.address.phys_addr import PhysAddr
 from kernbench.probes import fabric_accuracy as fa
 from kernbench.probes.catalog import find_case
+from kernbench.probes.formula import predict
 from kernbench.sim_engine.engine import GraphEngine
 from kernbench.sim_engine.packet_reference import PacketReference, packet_sizes
 

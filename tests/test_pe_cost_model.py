@@ -485,7 +485,10 @@ def test_cap_is_inclusive_and_configurable():
 def test_engine_model_cap_applies_in_a_running_kernel(override_graph):
     inputs, scalars = _decode_inputs()
     # the override caps descriptors at 512 bytes: the decode composites (<= 306) still fit
-    _run(override_graph, decode_opt2, inputs, scalars)
+    eng, _, _ = _run(override_graph, decode_opt2, inputs, scalars)
+    composites = [r for r in _dispatches(eng) if r.params["cmd"] == "CompositeCmd"]
+    assert composites, "decode_opt2 issues composites"
+    assert max(r.params["logical_bytes"] for r in composites) <= 512
 
     def k_big(*, tl):
         other = tl.zeros((32, 32), "f32")

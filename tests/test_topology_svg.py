@@ -98,9 +98,15 @@ def test_system_svg_names_every_sip(graph, roots):
     assert len(sips) == 2
 
 
-def test_rendering_twice_gives_identical_bytes(graph):
+def test_rendering_depends_only_on_the_topology(graph, tmp_path):
+    """Two independent compilations of one file draw the same bytes; a different
+    topology draws different ones."""
+    again = load_topology(DEFAULT_TOPOLOGY)
+    assert again is not graph
     for name in VIEW_NAMES:
-        assert render_view_svg(graph.views[name]) == render_view_svg(graph.views[name])
+        assert render_view_svg(graph.views[name]) == render_view_svg(again.views[name])
+    small = load_topology(DEFAULT_TOPOLOGY.parent / "small_2x2.yaml")
+    assert render_view_svg(small.views["sip"]) != render_view_svg(graph.views["sip"])
 
 
 def test_rendering_is_identical_across_hash_seeds():

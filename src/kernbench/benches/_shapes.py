@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 
+from kernbench.errors import UsageError
+
 
 def env_int(name: str, default: int) -> int:
     raw = os.environ.get(name)
@@ -12,7 +14,7 @@ def env_int(name: str, default: int) -> int:
     try:
         value = int(raw)
     except ValueError:
-        raise ValueError(f"environment variable {name} must be an integer, got {raw!r}") from None
+        raise UsageError(f"environment variable {name} must be an integer, got {raw!r}") from None
     if value <= 0:
-        raise ValueError(f"environment variable {name} must be positive, got {value}")
+        raise UsageError(f"environment variable {name} must be positive, got {value}")
     return value

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from kernbench.benches._shapes import env_int
 from kernbench.benches.registry import bench
+from kernbench.errors import UsageError
 from kernbench.kernels.gemm import VARIANTS
 from kernbench.policy.placement import DPPolicy
 
@@ -20,7 +21,7 @@ def run_gemm(torch, variant: str, pes: int = 1):
     """Deploy A (replicated), B and C (split by columns over ``pes`` PEs) and run one variant."""
     M, K, N = _shape()
     if N % pes:
-        raise ValueError(f"N = {N} must divide evenly over {pes} PEs")
+        raise UsageError(f"GEMM_N = {N} must divide evenly over the {pes} PEs of a CUBE")
     split = DPPolicy(pe="column_wise", num_pes=pes) if pes > 1 else DPPolicy()
     a = torch.empty((M, K), "f16", dp=DPPolicy(num_pes=pes), name="A")
     b = torch.empty((K, N), "f16", dp=split, name="B")

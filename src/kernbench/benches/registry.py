@@ -12,6 +12,17 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from kernbench.errors import KernbenchError, UsageError
+
+
+class BenchError(UsageError):
+    """A bench name, index or declaration is not valid."""
+
+
+class BenchRegistryError(KernbenchError, RuntimeError):
+    """The bench modules do not form a valid registry (duplicates, missing @bench)."""
+
+
 _NAME = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
 
 
@@ -31,10 +42,10 @@ _REGISTRY: dict[str, BenchSpec] = {}
 
 def bench(name: str, description: str):
     if not isinstance(name, str) or not _NAME.match(name):
-        raise ValueError(f"bench name {name!r} must be kebab-case: lowercase letters, digits and "
+        raise BenchError(f"bench name {name!r} must be kebab-case: lowercase letters, digits and "
                          f"dashes, starting with a letter")
     if not isinstance(description, str) or not description.strip():
-        raise ValueError(f"bench {name!r} needs a non-empty description")
+        raise BenchError(f"bench {name!r} needs a non-empty description")
 
     def register(fn: Callable) -> Callable:
         _PENDING.append((name, description.strip(), fn))
@@ -51,7 +62,7 @@ def _finalize() -> None:
     seen: set[str] = set()
     for name, _, _ in _PENDING:
         if name in seen:
-            raise RuntimeError(f"duplicate bench name: {name}")
+            raise BenchRegistryError(f"duplicate bench name: {name}")
         seen.add(name)
     for i, (name, desc, fn) in enumerate(sorted(_PENDING, key=lambda p: p[0]), start=1):
         _REGISTRY[name] = BenchSpec(name, desc, fn, fn.__module__, i)
@@ -64,20 +75,20 @@ def list_all() -> list[BenchSpec]:
 
 def resolve(identifier: str) -> BenchSpec:
     if not isinstance(identifier, str) or not identifier.strip():
-        raise ValueError("bench identifier must be a non-empty string.")
+        raise BenchError("bench identifier must be a non-empty string.")
     _finalize()
     ident = identifier.strip()
     if ident.isdigit():
         for spec in _REGISTRY.values():
             if spec.index == int(ident):
                 return spec
-        raise ValueError(f"No bench with index {ident} (1..{len(_REGISTRY)}; see `kernbench list`)")
+        raise BenchError(f"No bench with index {ident} (1..{len(_REGISTRY)}; see `kernbench list`)")
     if ident in _REGISTRY:
         return _REGISTRY[ident]
-    raise ValueError(f"Unknown bench {ident!r} (see `kernbench list`)")
+    raise BenchError(f"Unknown bench {ident!r} (see `kernbench list`)")
 
 
 def audit_modules(imported: list[str], registered: set[str]) -> None:
     missing = sorted(m for m in imported if m not in registered)
     if missing:
-        raise RuntimeError(f"Bench module(s) missing @bench decorator: {', '.join(missing)}")
+        raise BenchRegistryError(f"Bench module(s) missing @bench decorator: {', '.join(missing)}")

@@ -30,20 +30,13 @@ def list_benches(args: argparse.Namespace) -> int:
 
 def run_bench_cmd(args: argparse.Namespace) -> int:
     from kernbench.benches.registry import resolve
-    from kernbench.errors import KernbenchError
     from kernbench.runtime_api.bench_runner import run_bench
     from kernbench.sim_engine.chrome_trace import write_chrome_trace
     from kernbench.topology import load_topology
 
-    try:
-        spec = resolve(args.bench)
-    except ValueError as exc:
-        raise KernbenchError(str(exc)) from None
+    spec = resolve(args.bench)
     graph = load_topology(resolve_topology(args.topology))
-    try:
-        result = run_bench(graph, spec, args.device, enable_data=args.data)
-    except ValueError as exc:
-        raise KernbenchError(f"bench {spec.name!r}: {exc}") from None
+    result = run_bench(graph, spec, args.device, enable_data=args.data)
     out = sys.stdout
     out.write(f"bench {spec.name} on {graph.spec.name} (device {args.device}): "
               f"{'ok' if result.ok else 'FAILED ' + str(result.error_code)}\n")

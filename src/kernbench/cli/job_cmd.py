@@ -37,6 +37,10 @@ def run(args: argparse.Namespace) -> int:
         slice_ = json.loads(args.slice)
     except json.JSONDecodeError as exc:
         raise ConfigError("--slice", "", f"not valid JSON: {exc.msg}") from None
+    for key in ("workload", "variant"):
+        if not isinstance(slice_, dict) or not isinstance(slice_.get(key), dict):
+            raise ConfigError("--slice", key, "must be a JSON object with 'workload' and "
+                                              "'variant' objects (the workflow writes it)")
     load_plugins(args.plugin, "--plugin")
     record = run_job(args.experiment, args.topology_id, args.topology_file, args.workload_id,
                      args.variant_id, slice_)

@@ -1,9 +1,16 @@
-"""``kernbench`` command line. User errors print one line and exit 2."""
+"""``kernbench`` command line.
+
+KernBench's own user-input errors (config, topology, arguments, kernel misuse:
+every :class:`KernbenchError`) print one line and exit 2. Anything else is a
+bug in KernBench: its traceback is printed, then a line saying so, and the
+exit status is 1 (docs/adr/0018-honest-errors.md).
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
+import traceback
 
 from kernbench import __version__
 from kernbench.cli import bench_cmd, experiments_cmd, job_cmd, probe_cmd, topology_cmd
@@ -23,12 +30,16 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except (KernbenchError, KeyError) as exc:
-        message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
-        print(f"kernbench: error: {message}", file=sys.stderr)
+    except KernbenchError as exc:
+        print(f"kernbench: error: {exc}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # e.g. `kernbench probe | head`
         return 0
+    except Exception:  # noqa: BLE001 - reported as what it is: a bug
+        traceback.print_exc()
+        print("kernbench: internal error: this is a bug in KernBench, not in your input; "
+              "please report it with the traceback above", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

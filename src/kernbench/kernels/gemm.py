@@ -1,4 +1,4 @@
-"""GEMM kernels C[M, N] = A[M, K] @ B[K, N] (f16 inputs, f32 accumulation and output).
+"""GEMM kernels C[M, N] = A[M, K] @ B[K, N] (f16 or bf16 inputs, f32 accumulation and output).
 
 Pointers are virtual byte addresses of row-major matrices. Three variants:
 
@@ -13,7 +13,7 @@ Pointers are virtual byte addresses of row-major matrices. Three variants:
 
 from __future__ import annotations
 
-F16, F32 = 2, 4
+F32 = 4
 
 
 def _output_tiles(M: int, K: int, N: int, tile: tuple[int, int, int]):
@@ -25,31 +25,35 @@ def _output_tiles(M: int, K: int, N: int, tile: tuple[int, int, int]):
             yield m0, n0, min(tm, M - m0), min(tn, N - n0), ks
 
 
-def gemm_primitive(a: int, b: int, c: int, M: int, K: int, N: int, *, tl, tile=None) -> None:
+def gemm_primitive(a: int, b: int, c: int, M: int, K: int, N: int, *, tl, tile=None,
+                   dtype: str = "f16") -> None:
     tile = tile or tl.supertile(K, N)  # the scheduler's tile: same DMA sizes as the composite
+    e = tl.element_size(dtype)
     for m0, n0, m, n, ks in _output_tiles(M, K, N, tile):
         with tl.scratch_scope():
             acc = tl.zeros((m, n), "f32")
             for k0, k in ks:
                 with tl.scratch_scope():
-                    at = tl.load(a + (m0 * K + k0) * F16, (m, k), "f16", row_stride=K)
-                    bt = tl.load(b + (k0 * N + n0) * F16, (k, n), "f16", row_stride=N)
+                    at = tl.load(a + (m0 * K + k0) * e, (m, k), dtype, row_stride=K)
+                    bt = tl.load(b + (k0 * N + n0) * e, (k, n), dtype, row_stride=N)
                     tl.dot(at, bt, acc=acc)
             tl.store(c + (m0 * N + n0) * F32, acc, row_stride=N)
 
 
-def gemm_prefetch(a: int, b: int, c: int, M: int, K: int, N: int, *, tl, tile=None) -> None:
+def gemm_prefetch(a: int, b: int, c: int, M: int, K: int, N: int, *, tl, tile=None,
+                  dtype: str = "f16") -> None:
     tile = tile or tl.supertile(K, N)
+    e = tl.element_size(dtype)
     steps = [(m0, n0, k0, m, n, k) for m0, n0, m, n, ks in _output_tiles(M, K, N, tile)
              for k0, k in ks]
     shapes = {(m, k) for _, _, _, m, _, k in steps} | {(k, n) for _, _, _, _, n, k in steps}
-    buffers = {(p, s): tl.zeros(s, "f16") for p in (0, 1) for s in sorted(shapes)}
+    buffers = {(p, s): tl.zeros(s, dtype) for p in (0, 1) for s in sorted(shapes)}
 
     def issue(i: int):
         m0, n0, k0, m, n, k = steps[i]
-        return (tl.load(a + (m0 * K + k0) * F16, (m, k), "f16", row_stride=K,
+        return (tl.load(a + (m0 * K + k0) * e, (m, k), dtype, row_stride=K,
                         out=buffers[(i % 2, (m, k))]),
-                tl.load(b + (k0 * N + n0) * F16, (k, n), "f16", row_stride=N,
+                tl.load(b + (k0 * N + n0) * e, (k, n), dtype, row_stride=N,
                         out=buffers[(i % 2, (k, n))]))
 
     nxt = issue(0)
@@ -67,8 +71,8 @@ def gemm_prefetch(a: int, b: int, c: int, M: int, K: int, N: int, *, tl, tile=No
 
 
 def gemm_composite(a: int, b: int, c: int, M: int, K: int, N: int, *, tl, epilogue=None,
-                   tile=None) -> None:
-    out = tl.composite("gemm", a=tl.ref(a, (M, K), "f16"), b=tl.ref(b, (K, N), "f16"),
+                   tile=None, dtype: str = "f16") -> None:
+    out = tl.composite("gemm", a=tl.ref(a, (M, K), dtype), b=tl.ref(b, (K, N), dtype),
                        out_ptr=c, out_dtype="f32", epilogue=epilogue, tile_shape=tile)
     tl.wait(out)
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import simpy
 
 from kernbench.components.flows import FlowSpec
+from kernbench.errors import UsageError
 from kernbench.policy.address.phys_addr import PhysAddr
 from kernbench.sim_engine.engine import GraphEngine
 from kernbench.topology.spec import TopologySpec
@@ -97,4 +98,4 @@ def find_case(spec: TopologySpec, name: str) -> ProbeCase:
         if case.name == name:
             return case
     names = ", ".join(c.name for c in build_catalog(spec))
-    raise KeyError(f"unknown probe case {name!r} (available: {names})")
+    raise UsageError(f"unknown probe case {name!r} (available: {names})")

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 from kernbench.components.flows import FlowBuilder, FlowSpec
+from kernbench.errors import UsageError
 from kernbench.policy.address.phys_addr import PhysAddr
 from kernbench.policy.routing import PathRouter
 from kernbench.probes.catalog import build_catalog, find_case
@@ -221,7 +222,7 @@ def scenario(graph: TopologyGraph, name: str, nbytes: int = CONTENDED_BYTES,
     if name == "mesh-crossing":
         return Scenario(name, "W<->E and N<->S across the UCIe mesh, corner to corner across "
                         "CUBE 0's NoC", _mesh_crossing(graph, fb, nbytes))
-    raise ValueError(f"unknown scenario {name!r} (known: {', '.join(SCENARIOS)})")
+    raise UsageError(f"unknown scenario {name!r} (known: {', '.join(SCENARIOS)})")
 
 
 def scenarios(graph: TopologyGraph, nbytes: int = CONTENDED_BYTES,

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from kernbench.errors import UsageError
 from kernbench.policy.routing import PathRouter
 from kernbench.probes.catalog import ProbeCase, build_catalog
 from kernbench.probes.formula import predict
@@ -168,7 +169,7 @@ def run_probe(topology_path: str | Path, case_filter: str | None = None,
         catalog = [c for c in catalog if c.name == case_filter]
         if not catalog:
             names = ", ".join(c.name for c in build_catalog(graph.spec))
-            raise KeyError(f"unknown probe case {case_filter!r} (available: {names})")
+            raise UsageError(f"unknown probe case {case_filter!r} (available: {names})")
     op_logs: list = []
     cases = [run_case(graph, c, nbytes, router, op_logs) for c in catalog]
     if trace_path:

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from kernbench.fileio import write_atomic
 from kernbench.sim_engine.op_log import OpRecord
 from kernbench.topology import naming as nm
 
@@ -59,7 +60,4 @@ def chrome_trace(groups: Iterable[tuple[str | None, list[OpRecord]]]) -> dict:
 
 def write_chrome_trace(groups: Iterable[tuple[str | None, list[OpRecord]]],
                        path: str | Path) -> Path:
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(chrome_trace(groups), sort_keys=True) + "\n")
-    return out
+    return write_atomic(path, json.dumps(chrome_trace(groups), sort_keys=True) + "\n")

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape
 
+from kernbench.errors import UsageError
 from kernbench.topology import naming as nm
 from kernbench.topology.graph import TopologyGraph, View, ViewNode
 
@@ -332,7 +333,7 @@ def emit_diagrams(graph: TopologyGraph, out_dir: str | Path,
     names = list(VIEW_NAMES if views is None else views)
     bad = [n for n in names if n not in VIEW_NAMES or n not in graph.views]
     if bad:
-        raise ValueError(f"unknown view(s) {', '.join(map(repr, bad))}; "
+        raise UsageError(f"unknown view(s) {', '.join(map(repr, bad))}; "
                          f"allowed: {', '.join(VIEW_NAMES)}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -109,15 +109,26 @@ class KernelRunner:
         mine = [f for f in frames if self._kernel_file and f.filename == self._kernel_file]
         at = mine[-1] if mine else None
         loc = f" at {at.filename}:{at.lineno} ({at.line})" if at else ""
-        if isinstance(exc, MmuFault) and exc.va is not None:
-            owner = self._describe_va(exc.va) if self._describe_va else "no SIP maps it"
-            text = (f"kernel {self.name!r} on {self.where}{loc}: virtual address {exc.va:#x} is "
-                    f"not mapped on this PE's SIP ({owner})")
+        fault = _fault(exc)
+        if fault is not None:
+            owner = self._describe_va(fault.va) if self._describe_va else "no SIP maps it"
+            text = (f"kernel {self.name!r} on {self.where}{loc}: virtual address {fault.va:#x} "
+                    f"is not mapped on this PE's SIP ({owner})")
         else:
             text = f"kernel {self.name!r} on {self.where} failed{loc}: {type(exc).__name__}: {exc}"
         err = KernelError(text)
         err.__cause__ = exc
         return err
+
+
+def _fault(exc: BaseException | None) -> MmuFault | None:
+    """The access fault behind ``exc`` (SimPy re-raises copies of failures, keeping the
+    original as the cause)."""
+    while exc is not None:
+        if isinstance(exc, MmuFault) and exc.va is not None:
+            return exc
+        exc = exc.__cause__
+    return None
 
 
 class _Failure:

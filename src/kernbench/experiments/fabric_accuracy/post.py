@@ -79,7 +79,7 @@ def figures(df: pd.DataFrame, out_dir: str | Path) -> list[Path]:
             lo = min(alone["reference_ns"].min(), alone["analytic_ns"].min()) / 1.3
             hi = max(alone["reference_ns"].max(), alone["analytic_ns"].max()) * 1.3
             ax1.plot([lo, hi], [lo, hi], color="k", linewidth=0.6, label="analytic = reference")
-            for i, (size, grp) in enumerate(alone.groupby("size_bytes", sort=True)):
+            for i, (_, grp) in enumerate(alone.groupby("size_bytes", sort=True)):
                 ax1.scatter(grp["reference_ns"], grp["analytic_ns"], s=8, color=f"C{i % 10}",
                             label=grp["size"].iloc[0], zorder=3)
             ax1.set_xscale("log")

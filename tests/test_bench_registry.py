@@ -1,8 +1,6 @@
-"""ADR-0045: the bench registry, its audit, name/index resolution and the CLI.
-
-Covers D1 (decorator contract), D2 (module audit), D3/D4 (``run(torch)`` and
-NO_REQUESTS), D6 (resolution) and D7 (alphabetical 1-based indices), and runs
-every registered bench through ``run_bench`` and ``kernbench run``.
+"""The bench registry (docs/adr/0020-bench-modules.md): decorator contract, module
+audit, ``run(torch)`` and NO_REQUESTS, name/index resolution, alphabetical 1-based
+indices; every registered bench runs through ``run_bench`` and ``kernbench run``.
 """
 
 from __future__ import annotations
@@ -52,7 +50,7 @@ def _names() -> list[str]:
     return [s.name for s in list_all()]
 
 
-# -- D1. decorator contract -------------------------------------------------------------------------
+# -- decorator contract -------------------------------------------------------------------------
 @pytest.mark.parametrize("name", ["Gemm", "gemm_single", "1gemm", "gemm-", "-gemm", "gemm--pe",
                                   "", "gemm pe", "gémm", None, 3])
 def test_bad_names_are_rejected(isolated_registry, name):
@@ -102,7 +100,7 @@ def test_the_isolated_registry_is_restored():
     assert all(m.startswith("kernbench.benches.") for _, m in before)
 
 
-# -- D2. module audit -----------------------------------------------------------------------------------------
+# -- module audit -----------------------------------------------------------------------------------------
 def test_audit_rejects_modules_without_a_bench():
     with pytest.raises(RuntimeError, match="missing @bench decorator: pkg.b, pkg.c"):
         audit_modules(["pkg.a", "pkg.c", "pkg.b"], {"pkg.a"})
@@ -146,7 +144,7 @@ def test_eager_import_rejects_a_module_without_bench(isolated_registry, tmp_path
         benches_pkg._eager_import_and_audit([str(pkg)], "kb_fake_benches_bad")
 
 
-# -- D6 / D7. resolution and indices -------------------------------------------------------------------------------
+# -- resolution and indices -------------------------------------------------------------------------------
 def test_indices_are_one_based_in_alphabetical_order():
     specs = list_all()
     names = [s.name for s in specs]
@@ -196,7 +194,7 @@ def test_digits_only_lookup_is_by_index(isolated_registry):
         resolve("3")
 
 
-# -- D3 / D4. every bench runs; a silent bench is NO_REQUESTS ------------------------------------------------------
+# -- every bench runs; a silent bench is NO_REQUESTS ------------------------------------------------------
 @pytest.mark.parametrize("name", _names())
 def test_every_registered_bench_runs_ok(small_graph, name):
     result = run_bench(small_graph, resolve(name))

@@ -1,6 +1,6 @@
-"""ADR-0065: flat-ops ``CompositeCmd`` and the ``softmax_merge`` recipe.
+"""Flat-ops ``CompositeCmd`` and the ``softmax_merge`` recipe (docs/adr/0021-tl-kernel-api.md).
 
-Covers the ADR's test requirements 1-11 (legacy lowering, recipe lowering,
+Covers plain lowering, recipe lowering,
 K-before-V, strict FIFO, DMA insertion from ``pinned``, opt2/opt3 parity,
 dispatch ratio, GEMM count, size cap, auto-bind conflict, TCM-only prologue
 operands) and the composite output contract (returned handle, TCM vs HBM

@@ -1,4 +1,4 @@
-"""The layering of ARCHITECTURE.md, enforced: import-linter's contracts hold."""
+"""The layering of docs/adr/0012-layers.md, enforced: import-linter's contracts hold."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from kernbench.errors import UsageError
 from kernbench.policy.placement import DPPolicy
-from kernbench.runtime_api import RuntimeContext
+from kernbench.runtime_api import PerSip, RuntimeContext
 from kernbench.runtime_api.system import SystemRuntime
 from kernbench.sim_engine import GraphEngine
 from kernbench.topology import load_topology
@@ -72,7 +72,7 @@ def test_one_launch_on_every_sip_gives_each_its_own_result(four_sips):
         outputs[sip] = ctx.empty((ROWS, COLS), "f32", dp=dp, name=f"y{sip}")
         inputs[sip] = (inputs[sip], ctx.from_numpy(inputs[sip], dp=dp, name=f"x{sip}"))
     xs = {s: t for s, (_, t) in inputs.items()}
-    handle = ctx.wait(ctx.launch("affine", affine, xs, outputs, ROWS // 4, COLS, dp=dp,
+    handle = ctx.wait(ctx.launch("affine", affine, PerSip(xs), PerSip(outputs), ROWS // 4, COLS, dp=dp,
                                  sips="all"))
     assert handle.sips == [0, 1, 2, 3] and len(handle.pes) == 16
     for sip, (data, _) in inputs.items():
@@ -102,7 +102,7 @@ def test_a_composite_that_reads_another_sips_memory_fails_the_same_way(default_g
     a = ctx.empty((32, 64), name="A")
     ctx.set_device(1)
     b, c = ctx.empty((64, 32), name="B"), ctx.empty((32, 32), "f32", name="C")
-    with pytest.raises(KernelError, match=r"sip1\.cube0\.pe0.*not mapped.*SIP 0, tensor 'A'"):
+    with pytest.raises(KernelError, match=r"sip1\.cube0\.pe0.*not mapped on this PE.*SIP 0, tensor 'A'"):
         ctx.wait(ctx.launch("gemm", gemm_composite, a.va, b, c, 32, 64, 32))
 
 
@@ -114,7 +114,7 @@ def test_devices_are_checked(default_graph):
     with pytest.raises(UsageError, match="distinct SIP ids"):
         ctx.launch("k", affine, 0, 0, 1, 1, sips=[1, 1])
     with pytest.raises(UsageError, match="no entry for SIP 1"):
-        ctx.launch("k", affine, {0: 0}, 0, 1, 1, sips=[1])
+        ctx.launch("k", affine, PerSip({0: 0}), 0, 1, 1, sips=[1])
 
 
 def test_program_id_2_is_the_sip_and_num_programs_2_the_sip_count(four_sips):

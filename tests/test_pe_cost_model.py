@@ -1,9 +1,9 @@
-"""ADR-0064 Rev 2: PE_CPU dispatch cost ``FIXED(type) + logical_bytes x R``.
+"""PE_CPU dispatch cost ``FIXED(type) + logical_bytes x R`` (docs/adr/0011-pe-dispatch-cost.md).
 
-Covers the ADR's test requirements 1-9 (formula identity, opt3/opt2 per-tile
-ratio, topology override, ``tl.cycles`` bypass, no double count, determinism,
-command-list/greenlet parity, descriptor cap, R sensitivity) and the D2
-per-op summation rule (no handle de-duplication).
+Covers the formula identity, the opt3/opt2 per-tile ratio, the topology
+override, the ``tl.cycles`` bypass, no double count, determinism,
+command-list/greenlet parity, the descriptor cap, R sensitivity and per-op
+summation of descriptor bytes (no handle de-duplication).
 """
 
 from __future__ import annotations
@@ -133,7 +133,7 @@ def k_recipe_10op(pm, pl, po, ps, pv, *, tl):
     tl.wait()
 
 
-# Descriptor sizes by the D2 table (framing 4, opcode 1, enum 1, handle 8, scalar 4,
+# Descriptor sizes by the field table (framing 4, opcode 1, enum 1, handle 8, scalar 4,
 # tuple length 1). An OpSpec is opcode + scope + len + 8/operand + 8 if out + len + extras.
 _GEMM_OP = 1 + 1 + 1 + 2 * 8 + 8 + 1 + 3 * 4  # a, b, out, m/k/n           = 40
 _BIAS = 1 + 1 + 1 + 8 + 1  # operand bias                                    = 12
@@ -215,7 +215,7 @@ def test_single_op_commands_follow_the_d2_table():
                 model.fixed_per_single_op_cmd_cycles + expected * model.byte_cycles_recip)
 
 
-# -- D2: per-op summation, no de-duplication ------------------------------------------------------------------
+# -- per-op summation, no de-duplication ------------------------------------------------------------------
 def test_logical_bytes_count_every_handle_reference():
     def h(name):
         return TensorHandle(name, 0, (8, 8), "f32", "tcm", True)

@@ -1,4 +1,4 @@
-"""DPPolicy / ShardSpec placement (ADR-0026 with cube_start) and program ids."""
+"""DPPolicy / ShardSpec placement (with cube_start) and program ids."""
 
 from __future__ import annotations
 

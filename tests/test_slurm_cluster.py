@@ -95,7 +95,11 @@ def test_slurm_profile_gives_the_records_of_a_local_run(tmp_path, slurm_env):
     assert proc.returncode == 0, proc.stderr[-3000:]
 
     on_slurm_records, local_records = records(on_slurm), records(local)
-    assert len(local_records) == 4 * 2 * 2 + 2 * 4  # transfer + gemm points of smoke.yaml
+    from kernbench.experiments.sweep import load_sweep_file
+
+    sweep = load_sweep_file(ROOT / "config/smoke.yaml", ROOT,
+                            ROOT / "workflow/schemas/config.schema.yaml", "results/raw")
+    assert len(local_records) == len(sweep.jobs)  # every point of smoke.yaml
     assert len(rows) < len(local_records)  # simulate jobs were grouped, not one each
     assert sorted(on_slurm_records) == sorted(local_records)
     differ = [name for name in local_records if on_slurm_records[name] != local_records[name]]

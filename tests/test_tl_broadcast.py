@@ -1,6 +1,6 @@
-"""ADR-0061: ``tl.broadcast`` / ``tl.repeat`` replicate data on chip.
+"""``tl.broadcast`` / ``tl.repeat`` replicate data on chip.
 
-Covers the ADR's test requirements 1, 2 and 4: one ``math/broadcast`` op of
+Covers: one ``math/broadcast`` op of
 S*G*d elements and no HBM read, data equal to ``numpy.broadcast_to`` that a
 downstream ``tl.dot`` can consume, and a clear emit-time error for shapes
 that do not broadcast.

@@ -1,6 +1,6 @@
-"""ADR-0062: lazy ``tl.load`` (issue at once, wait at first use).
+"""Lazy ``tl.load`` (issue at once, wait at first use).
 
-Covers the ADR's test requirements 1-5: real load/compute overlap, auto-wait
+Covers real load/compute overlap, auto-wait
 data correctness, two loads in flight, one ``dma_read`` record per load, and
 no latency change for a load that is used at once.
 """

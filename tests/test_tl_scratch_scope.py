@@ -1,6 +1,6 @@
-"""ADR-0063: ``tl.scratch_scope`` recycles per-tile kernel scratch.
+"""``tl.scratch_scope`` recycles per-tile kernel scratch.
 
-Covers the ADR's test requirements 1-5 (bounded peak, correctness with and
+Covers the bounded peak, correctness with and
 without scopes, a long sweep that only fits with scopes, persistent state
 across scope exits, nesting) and the use-after-scope error.
 """

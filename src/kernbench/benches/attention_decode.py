@@ -1,6 +1,6 @@
 """Decode-attention benches: one PE sweeps a KV shard with opt3 or opt2 tiles.
 
-Environment variables (ADR-0045 D9): ATTN_G (query heads per KV head, default
+Environment variables (docs/adr/0020-bench-modules.md): ATTN_G (query heads per KV head, default
 8), ATTN_D (head dim, 128), ATTN_S (KV length, 1024), ATTN_TILE (64).
 """
 
@@ -29,7 +29,7 @@ def run_decode(torch, variant: str):
 
 
 @bench(name="decode-attention-opt3",
-       description="Decode attention on one PE: software-pipelined primitives (ADR-0060 opt3).")
+       description="Decode attention on one PE: software-pipelined primitives (opt3).")
 def run_opt3(torch):
     return run_decode(torch, "opt3")
 

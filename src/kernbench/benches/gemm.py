@@ -1,6 +1,6 @@
 """GEMM benches: C = A @ B with the primitive, prefetching and composite kernels.
 
-Environment variables (ADR-0045 D9): GEMM_M, GEMM_K, GEMM_N set the shape
+Environment variables (docs/adr/0020-bench-modules.md): GEMM_M, GEMM_K, GEMM_N set the shape
 (default 128 x 256 x 128).
 """
 

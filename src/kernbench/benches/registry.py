@@ -1,4 +1,4 @@
-"""Bench registry (ADR-0045).
+"""Bench registry (docs/adr/0020-bench-modules.md).
 
 ``@bench(name=..., description=...)`` registers a ``run(torch)`` function; the
 package imports every non-helper module eagerly and rejects a module that

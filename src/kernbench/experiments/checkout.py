@@ -58,10 +58,12 @@ def clear_stale_locks(workdir: str | Path) -> list[str]:
 
 
 POST_PROCESSING = ("analysis", "report")  # their edits re-render, they do not re-simulate
+POST_MODULE = "post.py"  # an experiment's post-processing module (experiments/<name>/post.py)
 
 
 def simulator_code_hash(package_dir: str | Path | None = None) -> str:
-    """Hash of the simulator's Python sources (post-processing packages excluded).
+    """Hash of the simulator's Python sources (post-processing excluded: the
+    ``analysis`` and ``report`` packages and each experiment's ``post.py``).
 
     The workflow passes it to every simulation job as a parameter, so editing
     the simulator reruns the points it may have changed; records carry it too.
@@ -72,7 +74,7 @@ def simulator_code_hash(package_dir: str | Path | None = None) -> str:
     digest = hashlib.sha256()
     for path in sorted(root.rglob("*.py")):
         rel = path.relative_to(root)
-        if rel.parts[0] in POST_PROCESSING:
+        if rel.parts[0] in POST_PROCESSING or rel.name == POST_MODULE:
             continue
         digest.update(str(rel).encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()[:16]

@@ -25,7 +25,7 @@ MOVE_BYTES = FRAMING_BYTES + 1 + 2 * HANDLE_BYTES + SCALAR_BYTES
 
 
 class Scope(Enum):
-    """How often a composite op repeats within its phase (ADR-0065 D3)."""
+    """How often a composite op repeats within its phase."""
 
     KERNEL = "kernel"  # once per composite, at its position
     K_TILE = "k_tile"  # every K tile of the head GEMM
@@ -185,7 +185,7 @@ class BroadcastCmd(PeCommand):
 
 @dataclass(frozen=True, eq=False)
 class CompositeCmd(PeCommand):
-    """A flat, ordered op list PE_SCHEDULER turns into a tile pipeline (ADR-0065)."""
+    """A flat, ordered op list PE_SCHEDULER turns into a tile pipeline (docs/tl-api.md)."""
 
     ops: tuple[OpSpec, ...]
     rw_handles: tuple[TensorHandle, ...] = ()

@@ -1,4 +1,4 @@
-"""Decode attention over one PE's KV shard: the per-tile loops of ADR-0060 §5.6.
+"""Decode attention over one PE's KV shard: the per-tile loops of FlashDecoding.
 
 One KV head, its ``G`` query heads folded into the GEMM M dimension
 (Q: [G, d]), K stored transposed (K^T: [d, S]) and V: [S, d], all f16 in HBM.
@@ -9,7 +9,7 @@ Both kernels sweep KV tiles with an online softmax and store the running
   Q·K^T composite is issued before this tile's softmax, the softmax merge is
   ~14 primitive commands, P·V is a composite.
 * ``decode_opt2``: two composites per tile: #1 Q·K^T, #2 the
-  ``softmax_merge`` recipe + P·V accumulated into O (ADR-0065).
+  ``softmax_merge`` recipe + P·V accumulated into O.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The probe's case catalog, derived from the topology (ADR-0049 D1).
+"""The probe's case catalog, derived from the topology.
 
 Cube and PE indices come from the mesh shape, so the catalog adapts to any
 topology: H2D/D2H walk down cube column 0 (one more UCIe hop per row from the
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import simpy
 
 from kernbench.components.flows import FlowSpec
-from kernbench.errors import UsageError
+from kernbench.errors import ConfigError, UsageError
 from kernbench.policy.address.phys_addr import PhysAddr
 from kernbench.sim_engine.engine import GraphEngine
 from kernbench.topology.spec import TopologySpec
@@ -99,3 +99,15 @@ def find_case(spec: TopologySpec, name: str) -> ProbeCase:
             return case
     names = ", ".join(c.name for c in build_catalog(spec))
     raise UsageError(f"unknown probe case {name!r} (available: {names})")
+
+
+def select_flows(spec: TopologySpec, flows, source: str, key: str) -> list[str]:
+    """The probe case names a config asks for: ``"all"`` or a list, each checked
+    against this topology's catalog (a ConfigError names ``key[i]`` otherwise)."""
+    catalog = [c.name for c in build_catalog(spec)]
+    chosen = catalog if flows == "all" else list(flows)
+    for i, flow in enumerate(chosen):
+        if flow not in catalog:
+            raise ConfigError(source, f"{key}[{i}]", f"unknown flow {flow!r} for topology "
+                              f"{spec.name} (allowed: {', '.join(catalog)})")
+    return chosen

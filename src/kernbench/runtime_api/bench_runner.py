@@ -1,4 +1,4 @@
-"""Run one bench on a fresh engine and summarise what happened (ADR-0045)."""
+"""Run one bench on a fresh engine and summarise what happened."""
 
 from __future__ import annotations
 

@@ -11,12 +11,12 @@ messages reach the host.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from kernbench.errors import UsageError
+from kernbench.errors import KernelStateError, UsageError
 from kernbench.isa.dtypes import dtype_bytes, dtype_name, np_dtype
 from kernbench.isa.handles import numel
 from kernbench.policy.placement import DPPolicy, resolve_dp_policy
@@ -25,6 +25,11 @@ from kernbench.runtime_api.tensors import Placement, Tensor
 from kernbench.sim_engine.engine import GraphEngine
 from kernbench.topology import naming as nm
 from kernbench.triton_emu.launch import ProgramIds, start_kernel
+
+
+class PerSip(dict):
+    """A launch argument that differs per SIP: ``PerSip({0: x0, 1: x1})``. Each SIP's
+    kernels receive their own entry (converted like any argument)."""
 
 
 @dataclass
@@ -199,8 +204,9 @@ class RuntimeContext:
         """Start ``fn`` on every (CUBE, PE) of ``dp``'s grid on each SIP of ``sips``.
 
         ``sips``: None = the current device, ``"all"`` = every SIP, or SIP ids.
-        A :class:`Tensor` argument becomes the VA of the shard local to each PE;
-        a mapping ``{sip: value}`` passes a different argument to each SIP.
+        A :class:`Tensor` argument (positional or keyword) becomes the VA of the
+        shard local to each PE; a :class:`PerSip` argument passes a different
+        value to each SIP.
         """
         dp = dp or DPPolicy()
         spec = self.spec
@@ -209,9 +215,16 @@ class RuntimeContext:
         eng = self.engine
         now = eng.env.now
         handle = LaunchHandle(name, now, eng.env.event(), [])
-        for sip in targets:
-            shards = resolve_dp_policy(dp, (dp.num_cubes * dp.num_pes,), sip,
-                                       spec.cubes_per_sip, spec.pes_per_cube)
+        grids = {sip: resolve_dp_policy(dp, (dp.num_cubes * dp.num_pes,), sip,
+                                        spec.cubes_per_sip, spec.pes_per_cube) for sip in targets}
+        for sip, shards in grids.items():  # refuse before anything is allocated or sent
+            for s in shards:
+                running = eng.pe(sip, s.cube, s.pe).cpu.runner
+                if running is not None and not running.finished:
+                    raise KernelStateError(
+                        f"cannot launch {name!r} on {nm.pe_prefix(sip, s.cube, s.pe)}: it is "
+                        f"still running {running.name!r} (wait for that launch first)")
+        for sip, shards in grids.items():
             io_cpu = eng.resolver.find_io_cpu(sip)
             for s in shards:
                 cube, pe = s.cube, s.pe
@@ -219,13 +232,14 @@ class RuntimeContext:
                 pe_cpu = nm.pe_unit(sip, cube, pe, "pe_cpu")
                 arrive = eng.book_flow(eng.flows.command(nm.HOST, io_cpu, m_cpu, pe_cpu), now)
                 kargs = tuple(self._arg(a, sip, cube, pe, name) for a in args)
+                kkw = {k: self._arg(v, sip, cube, pe, name) for k, v in kwargs.items()}
                 scratch = self.system.allocator(sip, cube, pe).alloc_tcm(
                     spec.pe.kernel_scratch_bytes)
                 handle.scratch.append((sip, cube, pe, scratch))
                 ids = ProgramIds(pe, dp.num_pes, cube, dp.num_cubes, sip, spec.sips.count)
-                proc = start_kernel(eng, sip, cube, pe, name, fn, kargs, kwargs, arrive, ids,
+                proc = start_kernel(eng, sip, cube, pe, name, fn, kargs, kkw, arrive, ids,
                                     (scratch.encode(), spec.pe.kernel_scratch_bytes),
-                                    describe_va=self.system.describe_va)
+                                    describe_va=lambda va, sip=sip: self.system.describe_va(va, sip))
                 handle.pes.append((sip, cube, pe))
                 handle.procs.append(proc)
         eng.env.process(self._notify(handle))
@@ -246,7 +260,7 @@ class RuntimeContext:
         return out
 
     def _arg(self, a, sip: int, cube: int, pe: int, name: str):
-        if isinstance(a, Mapping):
+        if isinstance(a, PerSip):
             if sip not in a:
                 raise UsageError(f"kernel {name!r}: per-SIP argument has no entry for SIP {sip}")
             a = a[sip]

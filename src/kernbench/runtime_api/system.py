@@ -72,10 +72,14 @@ class SystemRuntime:
             return self._owners[i][1], self._owners[i][2]
         return None
 
-    def describe_va(self, va: int) -> str:
+    def describe_va(self, va: int, sip: int | None = None) -> str:
+        """Who owns ``va``, as seen from a PE of SIP ``sip`` (for fault messages)."""
         hit = self.owner(va)
         if hit is None:
             return "no SIP has it allocated"
+        if hit[0] == sip:
+            return (f"it belongs to tensor {hit[1]!r} of this SIP, which this PE does not "
+                    f"map: it is outside the tensor's placement")
         return f"it belongs to SIP {hit[0]}, tensor {hit[1]!r}"
 
     def allocations(self) -> list[tuple[int, int, int]]:

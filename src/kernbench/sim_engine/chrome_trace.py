@@ -34,9 +34,9 @@ def _jsonable(value: Any) -> Any:
 def location(component_id: str) -> str:
     cube = nm.cube_of(component_id)
     if cube is not None:
-        return f"sip{cube[0]}.cube{cube[1]}"
+        return nm.cube_prefix(*cube)
     sip = nm.sip_of(component_id)
-    return f"sip{sip}.io" if sip is not None else "system"
+    return nm.io_group(sip) if sip is not None else "system"
 
 
 def chrome_trace(groups: Iterable[tuple[str | None, list[OpRecord]]]) -> dict:

@@ -1,4 +1,4 @@
-"""Byte-addressable simulated memory for data mode (ADR-0052 D6, made exact).
+"""Byte-addressable simulated memory for data mode (docs/adr/0005-memory-store-and-allocators.md).
 
 Each space ("hbm", "tcm", "sram", "mcpu") holds disjoint segments of bytes.
 Writes and reads copy, so no caller can alias stored data by accident, and a

@@ -1,7 +1,7 @@
-"""The op log (ADR-0052) plus the activity statistics derived from it.
+"""The op log plus the activity statistics derived from it (docs/adr/0022-op-log-and-placement.md).
 
 Every op a component performs is reported here once. ``records`` keeps the
-full ADR-0052 records (sorted by ``t_start``) unless the engine runs with
+full records (sorted by ``t_start``) unless the engine runs with
 ``keep_records=False`` for long sweeps; op counts and per-stage busy
 intervals (for engine occupancy and stage breakdowns) are always kept.
 """

@@ -1,4 +1,4 @@
-"""Compile a topology spec into a :class:`TopologyGraph` (ADR-0053 stage order).
+"""Compile a topology spec into a :class:`TopologyGraph` (stage order: docs/adr/0022-op-log-and-placement.md).
 
 Stages run in a fixed order because later ones reference nodes made earlier:
 system nodes -> per SIP (IO chiplet, cubes, inter-cube UCIe, IO <-> cube) ->

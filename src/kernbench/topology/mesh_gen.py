@@ -89,7 +89,7 @@ class CubeMesh:
 
 
 def source_hash(geo: CubeGeometry) -> str:
-    """Hash of the fields that shape the mesh (ADR-0053 D2 + our pitch/spacing)."""
+    """Hash of the fields that shape the mesh (geometry, PE layout, pitch and spacing)."""
     fields = {
         "algo": MESH_ALGO_VERSION,
         "cube_mm": [geo.w_mm, geo.h_mm],

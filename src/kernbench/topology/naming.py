@@ -67,6 +67,16 @@ def pe_unit(sip: int, cube: int, pe: int, unit: str) -> str:
     return f"sip{sip}.cube{cube}.pe{pe}.{unit}"
 
 
+def unit_of(pe_prefix_id: str, unit: str) -> str:
+    """The sub-component ``unit`` of the PE whose prefix is ``pe_prefix_id``."""
+    return f"{pe_prefix_id}.{unit}"
+
+
+def io_group(sip: int) -> str:
+    """Display group of a SIP's IO-chiplet components (traces)."""
+    return f"sip{sip}.io"
+
+
 _CUBE_RE = re.compile(r"^sip(\d+)\.cube(\d+)\.")
 _PE_RE = re.compile(r"^sip(\d+)\.cube(\d+)\.pe(\d+)(?:\.|$)")
 _SIP_RE = re.compile(r"^sip(\d+)\.")

@@ -31,6 +31,7 @@ class KernelRunner:
                  kernel_file: str | None = None, on_resume: Callable[[], None] | None = None,
                  on_leave: Callable[[], None] | None = None,
                  describe_va: Callable[[int], str] | None = None):
+        """``describe_va(va)`` says who owns an address (for access-fault messages)."""
         self.env = env
         self.name = name
         self.where = where
@@ -113,7 +114,7 @@ class KernelRunner:
         if fault is not None:
             owner = self._describe_va(fault.va) if self._describe_va else "no SIP maps it"
             text = (f"kernel {self.name!r} on {self.where}{loc}: virtual address {fault.va:#x} "
-                    f"is not mapped on this PE's SIP ({owner})")
+                    f"is not mapped on this PE ({owner})")
         else:
             text = f"kernel {self.name!r} on {self.where} failed{loc}: {type(exc).__name__}: {exc}"
         err = KernelError(text)

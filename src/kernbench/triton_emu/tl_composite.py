@@ -1,4 +1,4 @@
-"""``tl.composite``: lowering a composite request into a flat-ops command (ADR-0065).
+"""``tl.composite``: lowering a composite request into a flat-ops command (docs/tl-api.md).
 
 The kernel names a head op (a GEMM or an elementwise MATH op), optional
 prologue recipes and epilogues; this turns them into one ``CompositeCmd``
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kernbench.components.numerics import ALL_MATH_OPS, UNARY
-from kernbench.errors import KernelMisuse
+from kernbench.errors import KernelMisuse, KernelTypeError
 from kernbench.isa.commands import CompositeCmd, OpSpec, Scope
 from kernbench.isa.handles import TensorHandle
 from kernbench.triton_emu import tl_recipes
@@ -20,6 +20,7 @@ from kernbench.triton_emu import tl_recipes
 EPILOGUE_OPS = {"bias": ("bias",), "scale": ("factor",), "add": ("other",), "relu": (),
                 "gelu": (), "silu": ()}
 _SCOPES = {"k_tile": Scope.K_TILE, "output_tile": Scope.OUTPUT_TILE, "kernel": Scope.KERNEL}
+_TENSOR_FIELDS = {"bias", "other"}  # epilogue fields that name tensors; the rest are numbers
 
 
 class CompositeMixin:
@@ -64,6 +65,10 @@ class CompositeMixin:
                 raise KernelMisuse("tl.composite(op='math') needs a")
             self._check(a)
             out = self._composite_out(out, out_ptr, a.shape, out_dtype or a.dtype)
+            for h in (a, out):
+                if h.space == "hbm" and (h.transposed or h.row_stride not in (None, h.shape[-1])):
+                    raise KernelMisuse(f"a math composite streams its operands in chunks, so an "
+                                       f"HBM operand must be contiguous, got {h}")
             head = OpSpec(math_op, Scope.KERNEL, {"a": a}, {}, out)
         else:
             raise KernelMisuse(f"tl.composite op must be 'gemm' or 'math', got {op!r}")
@@ -111,13 +116,24 @@ class CompositeMixin:
         unknown = set(item) - {"op", "scope", *needed}
         if unknown:
             raise KernelMisuse(f"epilogue {kind!r} got unknown field(s) {sorted(unknown)}")
+        if scope_name == "kernel" and out.space != "tcm":
+            raise KernelMisuse(f"a kernel-scope epilogue ({kind!r}) runs once over the whole "
+                               f"output, which must then be in TCM; use scope 'output_tile' "
+                               f"for an output in HBM")
         operands, extra = {}, {}
         for f in needed:
-            if isinstance(item[f], TensorHandle):
-                self._check(item[f])
-                operands[f] = item[f]
+            value = item[f]
+            if f in _TENSOR_FIELDS:
+                if not isinstance(value, TensorHandle):
+                    raise KernelTypeError(f"epilogue {kind!r} field {f!r} must be a tensor "
+                                          f"handle, got {type(value).__name__}")
+                self._check(value)
+                operands[f] = value
             else:
-                extra[f] = item[f]
+                if isinstance(value, bool) or not isinstance(value, int | float):
+                    raise KernelTypeError(f"epilogue {kind!r} field {f!r} must be a number, "
+                                          f"got {type(value).__name__}")
+                extra[f] = value
         return OpSpec(kind, _SCOPES[scope_name], operands, extra)
 
 

@@ -1,15 +1,15 @@
-"""``tl``: the kernel-side API (ADR-0046, with ADR-0061/0062/0063/0065 additions).
+"""``tl``: the kernel-side API (reference: docs/tl-api.md; decisions: docs/adr/0021-tl-kernel-api.md).
 
 Every call builds a :class:`PeCommand` and hands it to the PE (greenlet mode)
 or appends it to ``commands`` (command-list mode, for inspection). Semantics:
 
 * ``tl.load`` is lazy: it issues the DMA and returns a TCM handle at once; the
-  first op that consumes the handle waits for it (ADR-0062).
+  first op that consumes the handle waits for it.
 * compute ops (``dot``, math, ``copy_to``, ``broadcast``) and ``tl.store``
   block the kernel until they finish; ``tl.composite`` does not (its output
-  handle carries the pending completion, ADR-0065 D8).
+  handle carries the pending completion).
 * outputs are allocated from the PE's kernel scratch with a bump cursor that
-  ``tl.scratch_scope`` rewinds (ADR-0063); a handle used after its scope ended
+  ``tl.scratch_scope`` rewinds; a handle used after its scope ended
   is an error, and in-flight writes into a scope finish before it is reused.
 """
 
@@ -40,6 +40,7 @@ from kernbench.isa.handles import Completion, TensorHandle
 from kernbench.triton_emu.tl_composite import CompositeMixin
 
 ALIGN = 64
+_FLOATS = ("f16", "bf16", "f32")
 
 _active: list[TLContext | None] = [None]
 
@@ -133,7 +134,8 @@ class TLContext(CompositeMixin):
         if comp is not None:
             self._exec.wait(comp)
 
-    def _write_now(self, h: TensorHandle, value: np.ndarray) -> None:
+    def _write_now(self, h: TensorHandle, value) -> None:
+        """Initialise ``h``; ``value()`` builds the array, only if data mode needs it."""
         if self._exec is not None:
             self._exec.write_now(h, value)
 
@@ -169,12 +171,14 @@ class TLContext(CompositeMixin):
 
     def full(self, shape: Sequence[int], value: float, dtype: str = "f16") -> TensorHandle:
         h = self._alloc(tuple(shape), dtype)
-        self._write_now(h, np.full(h.shape, value, np_dtype(dtype)))
+        self._write_now(h, lambda: np.full(h.shape, value, np_dtype(dtype)))
         return h
 
     def arange(self, start: int, end: int, dtype: str = "i32") -> TensorHandle:
+        if end <= start:
+            raise KernelMisuse(f"tl.arange needs end > start, got [{start}, {end})")
         h = self._alloc((end - start,), dtype)
-        self._write_now(h, np.arange(start, end).astype(np_dtype(dtype)))
+        self._write_now(h, lambda: np.arange(start, end).astype(np_dtype(dtype)))
         return h
 
     def ref(self, ptr: int, shape: Sequence[int], dtype: str = "f16",
@@ -189,7 +193,7 @@ class TLContext(CompositeMixin):
     # -- data movement -----------------------------------------------------------
     def load(self, ptr: int, shape: Sequence[int], dtype: str = "f16",
              row_stride: int | None = None, out: TensorHandle | None = None) -> TensorHandle:
-        """Issue an HBM -> TCM read and return at once (lazy, ADR-0062).
+        """Issue an HBM -> TCM read and return at once (lazy: the first reader waits).
 
         ``out`` reuses an existing TCM buffer (explicit double buffering); the
         load then waits for earlier work that still uses that buffer.
@@ -236,7 +240,8 @@ class TLContext(CompositeMixin):
             self._check(x)
             return x
         if isinstance(x, int | float | np.floating | np.integer):
-            return self.full((1,), float(x), "f32" if like.dtype in ("f16", "f32") else like.dtype)
+            # a number next to a float tensor is kept in f32 (no rounding to f16/bf16 first)
+            return self.full((1,), float(x), "f32" if like.dtype in _FLOATS else like.dtype)
         raise KernelTypeError(f"cannot use {type(x).__name__} as a tensor operand")
 
     def _math(self, op: str, inputs: list[Any], axis: int | None = None,
@@ -281,9 +286,16 @@ class TLContext(CompositeMixin):
     def div(self, a, b): return self._math("div", [a, b])  # noqa: E704
     def fma(self, a, b, c): return self._math("fma", [a, b, c])  # noqa: E704
     def clamp(self, x, lo, hi): return self._math("clamp", [x, lo, hi])  # noqa: E704
-    def where(self, cond, a, b): return self._math("where", [cond, a, b])  # noqa: E704
+    def where(self, cond, a, b):
+        """Elementwise ``a if cond else b``; the result has the dtype of ``a`` (or ``b``)."""
+        value = next((x for x in (a, b) if isinstance(x, TensorHandle)), None)
+        return self._math("where", [cond, a, b],
+                          out_dtype=value.dtype if value is not None else None)
 
     def softmax(self, x: TensorHandle, axis: int = -1) -> TensorHandle:
+        self._check(x)
+        if not -len(x.shape) <= axis < len(x.shape):
+            raise KernelMisuse(f"tl.softmax: axis {axis} out of range for shape {x.shape}")
         return self._math("softmax", [x], axis=axis, out_shape=x.shape)
 
     def _reduce(self, op: str, x: TensorHandle, axis: int) -> TensorHandle:
@@ -326,7 +338,7 @@ class TLContext(CompositeMixin):
             self._scope_of[view.id] = scope
         return view
 
-    # -- ADR-0061 broadcast ---------------------------------------------------------
+    # -- broadcast ---------------------------------------------------------------
     def broadcast(self, x: TensorHandle, new_shape: Sequence[int]) -> TensorHandle:
         self._check(x)
         new_shape = tuple(int(s) for s in new_shape)
@@ -343,15 +355,21 @@ class TLContext(CompositeMixin):
         return out
 
     def repeat(self, x: TensorHandle, axis: int, n: int) -> TensorHandle:
-        """Expand a size-1 ``axis`` to ``n`` (inserting it if the size is not 1)."""
+        """Expand a size-1 ``axis`` to ``n``, inserting a new axis there if that axis is not
+        of size 1. A negative axis counts from the end, as in ``numpy.expand_dims``."""
+        self._check(x)
         shape = list(x.shape)
+        if -len(shape) <= axis < 0:
+            axis += len(shape) + (0 if shape[axis] == 1 else 1)
         if not (0 <= axis < len(shape) and shape[axis] == 1):
+            if not 0 <= axis <= len(shape):
+                raise KernelMisuse(f"tl.repeat: axis {axis} out of range for shape {x.shape}")
             shape.insert(axis, 1)
             x = self.reshape(x, shape)
         shape[axis] = n
         return self.broadcast(x, shape)
 
-    # -- ADR-0063 scratch scopes -------------------------------------------------------
+    # -- scratch scopes -------------------------------------------------------------
     @contextlib.contextmanager
     def scratch_scope(self):
         scope = _Scope(self._cursor)

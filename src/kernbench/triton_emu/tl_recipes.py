@@ -1,6 +1,6 @@
 """Composite recipes: named op sequences TLContext expands into flat OpSpecs.
 
-This is the compiler's knowledge (ADR-0065 D5): PE_SCHEDULER never imports
+This is the compiler's knowledge: PE_SCHEDULER never imports
 it and never sees a recipe name, only the expanded MATH ops. A recipe states
 its operand contract (read-only or read-write), its intermediates, an
 optional primary output (bound to the head GEMM's ``a``), and its micro-ops.

@@ -74,7 +74,7 @@ class CompositeFeeder:
             end = yield from self._gemm_loop(cmd, cmd.ops[g], epilogues, end)
             for op in cmd.ops[g + 1:]:
                 if op.scope is Scope.KERNEL:
-                    end = self._single_shot(op, end)
+                    end = self._after_head(op, cmd.ops[g].out, end)
         if end > env.now:
             yield env.timeout(end - env.now)
         head = cmd.ops[g] if g is not None else cmd.ops[0]
@@ -90,6 +90,28 @@ class CompositeFeeder:
         self.pe.op_log.record(t0, end, self.node_id, "gemm" if g is not None else "math",
                               f"composite_{head.kind}", params, "COMPOSITE")
         comp.complete(end)
+
+    def _after_head(self, op: OpSpec, out, t: float) -> float:
+        """A KERNEL-scope op after the head: a recipe op, or an epilogue over the whole
+        output (one vector op once the last tile is in)."""
+        if op.out is not None:
+            return self._single_shot(op, t)
+        operands = list(op.operands.values())
+        elements = out.numel
+        start, end = self.ops.compute_chain(
+            t, out.nbytes + sum(h.nbytes for h in operands), out.nbytes,
+            lambda r: self.ops.math_run(r, elements), op.kind, "math",
+            {"elements": elements, "epilogue": True}, "MATH", composite=True)
+        if self.pe.data is not None:
+            box = {}
+
+            def compute():
+                value = self.ops.read(out).astype(np.float32)
+                box["v"] = _epilogue(op, value, self.ops.read, out)
+
+            self.ops.data_at(start, compute)
+            self.ops.data_at(end, lambda: self.ops.write(out, box["v"]))
+        return end
 
     def _single_shot(self, op: OpSpec, t: float) -> float:
         """A KERNEL-scope op on TCM operands, once, after ``t``."""
@@ -122,7 +144,8 @@ class CompositeFeeder:
                 epi = [e for e in cmd.ops[i + 1:] if e.scope is not Scope.KERNEL]
                 end = yield from self._math_stream(op, epi, end)
             elif op.scope is Scope.KERNEL:
-                end = self._single_shot(op, end)
+                end = (self._after_head(op, cmd.ops[head_i].out, end)
+                       if head_i is not None and i > head_i else self._single_shot(op, end))
         return end
 
     def _math_stream(self, op: OpSpec, epilogues: list[OpSpec], t0: float):
@@ -133,7 +156,8 @@ class CompositeFeeder:
         x = op.operands["a"]
         for h in (x, out):
             if h.space == "hbm" and h.row_stride not in (None, h.shape[-1]):
-                raise ValueError(f"streamed MATH operand {h} must be contiguous in HBM")
+                raise RuntimeError(f"streamed MATH operand {h} is not contiguous in HBM "
+                                   f"(tl.composite should have refused it)")
         numel = out.numel
         chunk = spec.tile_m * spec.tile_n
         bpe_x, bpe_o = dtype_bytes(x.dtype), dtype_bytes(out.dtype)

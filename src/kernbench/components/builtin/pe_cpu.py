@@ -111,7 +111,8 @@ class PeCpu:
 
     def write_now(self, handle, value) -> None:
         """Initialise a new TCM tensor (tl.zeros/full/arange) at the CPU's time, after
-        any op still using that (possibly recycled) memory."""
+        any op still using that (possibly recycled) memory; ``value()`` is called for
+        the array only in data mode."""
         tracker = self.pe.scheduler.hazards
         written = [handle.byte_range()]
         raw, other = tracker.deps([], written)
@@ -123,7 +124,8 @@ class PeCpu:
         tracker.record([], written, Completion(t, label="init"))
         data = self.pe.data
         if data is not None:
-            data.at(t, lambda: data.write(handle, value, self.pe.mmu))
+            array = value()
+            data.at(t, lambda: data.write(handle, array, self.pe.mmu))
 
 
 @executes(PeCpuOverheadCmd)

@@ -24,7 +24,7 @@ from kernbench.experiments.registry import (
 )
 from kernbench.policy.routing import PathRouter
 from kernbench.probes import fabric_accuracy as fa
-from kernbench.probes.catalog import build_catalog, find_case
+from kernbench.probes.catalog import find_case, select_flows
 from kernbench.sim_engine.packet_reference import PacketReference
 from kernbench.topology.graph import TopologyGraph
 from kernbench.topology.spec import TopologySpec
@@ -34,13 +34,7 @@ NAME = "fabric_accuracy"
 
 
 def expand(block: dict, spec: TopologySpec, source: str):
-    catalog = [c.name for c in build_catalog(spec)]
-    flows = catalog if block["flows"] == "all" else list(block["flows"])
-    for i, flow in enumerate(flows):
-        if flow not in catalog:
-            raise ConfigError(source, f"experiments.{NAME}.flows[{i}]",
-                              f"unknown flow {flow!r} for topology {spec.name} "
-                              f"(allowed: {', '.join(catalog)})")
+    flows = select_flows(spec, block["flows"], source, f"experiments.{NAME}.flows")
     for i, name in enumerate(block["scenarios"]):
         if name not in fa.SCENARIOS:
             raise ConfigError(source, f"experiments.{NAME}.scenarios[{i}]",

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import sys
 
-from kernbench.errors import ConfigError
 from kernbench.experiments.registry import (
     Experiment,
     package_files,
@@ -18,7 +17,7 @@ from kernbench.experiments.registry import (
     package_text,
     register,
 )
-from kernbench.probes.catalog import build_catalog, find_case
+from kernbench.probes.catalog import find_case, select_flows
 from kernbench.probes.formula import predict
 from kernbench.sim_engine.engine import GraphEngine
 from kernbench.topology.graph import TopologyGraph
@@ -31,13 +30,7 @@ NAME = "transfer"
 def expand(block: dict, spec: TopologySpec, source: str) -> tuple[list[tuple[str, dict]],
                                                                   list[tuple[str, dict]]]:
     """Workloads (flow x size) and variants of one topology, as (id, params) pairs."""
-    catalog = [c.name for c in build_catalog(spec)]
-    flows = catalog if block["flows"] == "all" else list(block["flows"])
-    for i, flow in enumerate(flows):
-        if flow not in catalog:
-            raise ConfigError(source, f"experiments.{NAME}.flows[{i}]",
-                              f"unknown flow {flow!r} for topology {spec.name} "
-                              f"(allowed: {', '.join(catalog)})")
+    flows = select_flows(spec, block["flows"], source, f"experiments.{NAME}.flows")
     sizes = [parse_size(s) for s in block["sizes"]]
     workloads = [(f"{flow}_{format_size(n)}", {"flow": flow, "nbytes": n})
                  for flow in flows for n in sizes]

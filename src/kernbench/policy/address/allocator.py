@@ -1,4 +1,4 @@
-"""Per-PE physical allocators for the PE's HBM slice and TCM (ADR-0048)."""
+"""Per-PE physical allocators for the PE's HBM slice and TCM (docs/adr/0005-memory-store-and-allocators.md)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from kernbench.policy.address.free_list import FreeList
 from kernbench.policy.address.phys_addr import PhysAddr, UnitType
+from kernbench.topology import naming as nm
 
 # Allocations start on this boundary so DMA bursts and HBM interleave granules line up.
 DEFAULT_ALIGN = 64
@@ -33,7 +34,7 @@ class PEMemAllocator:
 
     def __init__(self, sip: int, cube: int, pe: int, cfg: AddressConfig) -> None:
         self.sip, self.cube, self.pe, self.cfg = sip, cube, pe, cfg
-        where = f"sip{sip}.cube{cube}.pe{pe}"
+        where = nm.pe_prefix(sip, cube, pe)
         self._hbm = FreeList(cfg.hbm_slice_bytes, what=f"HBM slice of {where}")
         # The scheduler's reservation sits at the start of TCM; allocations follow it.
         self._tcm = FreeList(cfg.tcm_allocatable_bytes, base=cfg.tcm_reserved_bytes,
@@ -45,7 +46,7 @@ class PEMemAllocator:
 
     def free_hbm(self, pa: PhysAddr, nbytes: int) -> None:
         if pa.kind != "hbm" or (pa.sip, pa.cube) != (self.sip, self.cube):
-            raise ValueError(f"{pa} is not in the HBM of sip{self.sip}.cube{self.cube}")
+            raise ValueError(f"{pa} is not in the HBM of {nm.cube_prefix(self.sip, self.cube)}")
         self._hbm.free(pa.hbm_offset - self.pe * self.cfg.hbm_slice_bytes, nbytes)
 
     def alloc_tcm(self, nbytes: int, align: int = DEFAULT_ALIGN) -> PhysAddr:

@@ -16,6 +16,8 @@ from __future__ import annotations
 from enum import IntEnum
 from typing import NamedTuple
 
+from kernbench.topology import naming as nm
+
 PA_BITS = 51
 SIP_BITS, CUBE_BITS = 5, 6
 HBM_OFFSET_BITS = 39
@@ -141,6 +143,6 @@ class PhysAddr(_Fields):
 
     def __str__(self) -> str:
         if self.kind == "hbm":
-            return f"hbm(sip{self.sip}.cube{self.cube}+{self.hbm_offset:#x})"
-        return (f"{self.unit_type.name.lower()}(sip{self.sip}.cube{self.cube}.pe{self.pe_id}"
+            return f"hbm({nm.cube_prefix(self.sip, self.cube)}+{self.hbm_offset:#x})"
+        return (f"{self.unit_type.name.lower()}({nm.pe_prefix(self.sip, self.cube, self.pe_id)}"
                 f"+{self.sub_offset:#x})")

@@ -1,4 +1,4 @@
-"""Device-wide virtual address allocator: page-aligned first-fit (ADR-0048 D4)."""
+"""The system-wide virtual address allocator: page-aligned first-fit (docs/adr/0014-unified-virtual-addresses.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``DPPolicy`` and ``ShardSpec`` (ADR-0026 with ``cube_start``).
+"""``DPPolicy`` and ``ShardSpec``: data-parallel placement inside one SIP.
 
 A tensor is split first over ``num_cubes`` cubes starting at ``cube_start``
 (mode ``cube``), then over ``num_pes`` PEs of each cube (mode ``pe``). Modes:
@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from kernbench.errors import KernbenchError
+from kernbench.errors import UsageError
 
 Mode = Literal["replicate", "row_wise", "column_wise"]
 MODES = ("replicate", "row_wise", "column_wise")
@@ -48,7 +48,7 @@ class ShardSpec:
 def _split(lo: int, hi: int, parts: int, index: int, what: str) -> tuple[int, int]:
     size = hi - lo
     if size % parts:
-        raise KernbenchError(f"cannot split {what} of {size} evenly into {parts} parts")
+        raise UsageError(f"cannot split {what} of {size} evenly into {parts} parts")
     step = size // parts
     return lo + index * step, lo + (index + 1) * step
 
@@ -57,16 +57,16 @@ def resolve_dp_policy(policy: DPPolicy, shape: tuple[int, ...], sip: int, cubes_
                       pes_per_cube: int) -> list[ShardSpec]:
     for name, mode in (("cube", policy.cube), ("pe", policy.pe)):
         if mode not in MODES:
-            raise KernbenchError(f"DPPolicy.{name} must be one of {', '.join(MODES)}, got {mode!r}")
+            raise UsageError(f"DPPolicy.{name} must be one of {', '.join(MODES)}, got {mode!r}")
     if not 1 <= policy.num_pes <= pes_per_cube:
-        raise KernbenchError(f"DPPolicy.num_pes must be in 1..{pes_per_cube}, got {policy.num_pes}")
+        raise UsageError(f"DPPolicy.num_pes must be in 1..{pes_per_cube}, got {policy.num_pes}")
     if policy.num_cubes < 1 or not 0 <= policy.cube_start < cubes_per_sip or \
             policy.cube_start + policy.num_cubes > cubes_per_sip:
-        raise KernbenchError(
+        raise UsageError(
             f"DPPolicy cubes [{policy.cube_start}, {policy.cube_start + policy.num_cubes}) do not "
             f"fit the {cubes_per_sip} cubes of a SIP")
     if not shape:
-        raise KernbenchError("tensors need at least one dimension")
+        raise UsageError("tensors need at least one dimension")
     rows_all = (0, shape[0])
     cols_all = (0, shape[-1])
     shards = []

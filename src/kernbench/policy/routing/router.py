@@ -1,4 +1,4 @@
-"""``AddressResolver`` and ``PathRouter`` (ADR-0051, with our weight choice).
+"""``AddressResolver`` and ``PathRouter``: addresses to nodes, nodes to routes.
 
 Routes minimise head latency: an edge weighs its wire delay plus the overhead
 of the node it enters (docs/adr/0002-latency-weighted-routing.md). Four
@@ -122,14 +122,14 @@ class PathRouter:
         return self.find_path_with_distance(src_pe, dst_node)[0]
 
     def find_path_with_distance(self, src_pe: str, dst_node: str) -> tuple[list[str], float]:
-        start = f"{src_pe}.pe_dma"
+        start = nm.unit_of(src_pe, "pe_dma")
         policy = scope_policy(start, dst_node, "data")
         path, cost = self.route(policy, start, dst_node)
         return list(path), cost
 
     def find_path_to_pe(self, src_node: str, dst_pe: str) -> list[str]:
         """Return route of DMA data from ``src_node`` into ``dst_pe``'s DMA engine."""
-        goal = f"{dst_pe}.pe_dma"
+        goal = nm.unit_of(dst_pe, "pe_dma")
         return list(self.route(scope_policy(src_node, goal, "data"), src_node, goal)[0])
 
     def find_mcpu_dma_path(self, m_cpu_id: str, dst_node: str) -> list[str]:

@@ -155,7 +155,7 @@ class GraphEngine:
         self._pes: dict[tuple[int, int, int], PeUnit] = {}
         self.network = FabricNetwork(self)
         self.programs: list = []
-        self.completed = 0
+        self.submitted = 0  # flows handed to submit() (each completes by one event)
 
     # -- PEs ---------------------------------------------------------------------
     def pe(self, sip: int, cube: int, pe: int) -> PeUnit:
@@ -182,10 +182,10 @@ class GraphEngine:
         fabric = self.fabric
         hbm = fabric.hbm
         t = start
-        for spec in flow.legs:
-            t = fabric.book(fabric.plan(spec.nodes), spec.nbytes, t, now,
-                            hbm[spec.hbm_node] if spec.hbm_node else None, spec.hbm_offset,
-                            spec.hbm_at_start, spec.continues)[0]
+        for _, nodes, nbytes, hbm_node, hbm_offset, at_start, continues in flow.legs:
+            t = fabric.book(fabric.plan(nodes), nbytes, t, now,
+                            hbm[hbm_node] if hbm_node else None, hbm_offset, at_start,
+                            continues)[0]
         return t
 
     @property
@@ -201,12 +201,12 @@ class GraphEngine:
         fabric = self.fabric
         hbm = fabric.hbm
         timing = []
-        for spec in flow.legs:
-            plan = fabric.plan(spec.nodes)
+        for _, nodes, nbytes, hbm_node, hbm_offset, at_start, continues in flow.legs:
+            plan = fabric.plan(nodes)
             leg_start = t
             t, wait, drain, bn, waited = fabric.book(
-                plan, spec.nbytes, t, now, hbm[spec.hbm_node] if spec.hbm_node else None,
-                spec.hbm_offset, spec.hbm_at_start, spec.continues)
+                plan, nbytes, t, now, hbm[hbm_node] if hbm_node else None, hbm_offset,
+                at_start, continues)
             timing.append((plan, leg_start, t, wait, drain, bn, waited))
         return tuple(timing)
 
@@ -233,11 +233,8 @@ class GraphEngine:
         if payload is not None and dst is not None:
             store = self.store
             event.callbacks.append(lambda _ev: store.write(dst[0], dst[1], payload))
-        event.callbacks.append(self._count)
+        self.submitted += 1
         return event
-
-    def _count(self, _event: simpy.Event) -> None:
-        self.completed += 1
 
     def run(self, until: float | simpy.Event | None = None) -> None:
         """Advance the simulation; a drained queue with kernels still waiting is a deadlock."""

@@ -7,13 +7,16 @@ addresses rather than handle identities also protects recycled scratch: a
 buffer reused after ``tl.scratch_scope`` waits for the ops still using it.
 
 The table keeps, per space, only what can still matter (docs/adr/0016-hazard-index.md):
-the *last writer* of every byte and the *readers since that write*, each as
-disjoint address segments searched by bisection. A write orders itself after
-both, so older accesses to the bytes it covers are implied and dropped: a
-dependency on the last writer is a dependency on everything it waited for.
-Look-ups cost O(log n + overlaps) in what is in flight, whatever the
-kernel's length, and give the same ready times as comparing against every
-access ever issued.
+the *last writer* of every byte, as disjoint address segments searched by
+bisection, and the *readers* since those writes, as intervals sorted by start.
+A write orders itself after both, so older accesses to the bytes it covers
+are implied and dropped: a dependency on the last writer is a dependency on
+everything it waited for. Reads never search the readers (they only conflict
+with writers), so a region read by many overlapping views -- the column tiles
+of a strided matrix, each spanning nearly all of it -- costs O(log n) per read;
+a write searches only the readers that start within the longest reader's
+length of it. The ready times equal those of comparing every access ever
+issued.
 """
 
 from __future__ import annotations
@@ -81,12 +84,74 @@ def _copy(value):
     return list(value) if isinstance(value, list) else value
 
 
+class _Readers:
+    """Read intervals sorted by start, possibly overlapping; the readers of one exact
+    range share an entry, so a weight read by a thousand ops is one interval."""
+
+    __slots__ = ("starts", "ends", "comps", "longest", "_index", "_prune_at")
+
+    def __init__(self) -> None:
+        self.starts: list[int] = []
+        self.ends: list[int] = []
+        self.comps: list[list[Completion]] = []
+        self.longest = 0  # an upper bound on end - start of any entry
+        self._index: dict[tuple[int, int], list[Completion]] = {}
+        self._prune_at = 64
+
+    def add(self, s: int, e: int, comp: Completion, live) -> None:
+        comps = self._index.get((s, e))
+        if comps is not None:
+            n = len(comps)
+            if n >= 8 and not n & (n - 1):  # at powers of two: amortised O(1) per reader
+                comps[:] = [c for c in comps if live(c)]
+            comps.append(comp)
+            return
+        comps = self._index[(s, e)] = [comp]
+        i = bisect_right(self.starts, s)
+        self.starts.insert(i, s)
+        self.ends.insert(i, e)
+        self.comps.insert(i, comps)
+        if e - s > self.longest:
+            self.longest = e - s
+        if len(self.starts) >= self._prune_at:  # amortised O(1): drop finished readers
+            self._prune(live)
+
+    def _prune(self, live) -> None:
+        keep = []
+        for k, comps in enumerate(self.comps):
+            comps[:] = [c for c in comps if live(c)]
+            if comps:
+                keep.append(k)
+            else:
+                del self._index[(self.starts[k], self.ends[k])]
+        self.starts = [self.starts[k] for k in keep]
+        self.ends = [self.ends[k] for k in keep]
+        self.comps = [self.comps[k] for k in keep]
+        self.longest = max((b - a for a, b in zip(self.starts, self.ends, strict=True)),
+                           default=0)
+        self._prune_at = max(64, 2 * len(self.starts))
+
+    def overlapping(self, s: int, e: int) -> list[int]:
+        """Indices of the entries overlapping [s, e)."""
+        starts, ends = self.starts, self.ends
+        i = bisect_right(starts, s - self.longest)
+        j = bisect_right(starts, e - 1)
+        return [k for k in range(i, j) if ends[k] > s]
+
+    def drop_covered(self, s: int, e: int) -> None:
+        """Forget readers wholly inside [s, e): the write there now orders later ops."""
+        gone = [k for k in self.overlapping(s, e) if s <= self.starts[k] and self.ends[k] <= e]
+        for k in reversed(gone):
+            del self._index[(self.starts[k], self.ends[k])]
+            del self.starts[k], self.ends[k], self.comps[k]
+
+
 class _SpaceTable:
     __slots__ = ("writers", "readers")
 
     def __init__(self) -> None:
         self.writers = _Segments()  # value: the last writer's Completion
-        self.readers = _Segments()  # value: list of reader Completions since that write
+        self.readers = _Readers()
 
 
 class AccessTracker:
@@ -132,9 +197,8 @@ class AccessTracker:
                 if live(comp) and id(comp) not in raw:
                     other.setdefault(id(comp), comp)
             rd = table.readers
-            i, j = rd.span(s, e)
-            for comps in rd.values[i:j]:
-                for comp in comps:
+            for k in rd.overlapping(s, e):
+                for comp in rd.comps[k]:
                     if live(comp) and id(comp) not in raw:
                         other.setdefault(id(comp), comp)
         return list(raw.values()), list(other.values())
@@ -150,41 +214,12 @@ class AccessTracker:
             w = table.writers
             i, j = w.cut(s, e)
             w.replace(i, j, s, e, comp)
-            rd = table.readers
-            i, j = rd.cut(s, e)
-            rd.remove(i, j)
+            table.readers.drop_covered(s, e)
         for space, s, e in rr:
             if any(ws == space and ws_s <= s and e <= ws_e for ws, ws_s, ws_e in wr):
                 continue  # read-modify-write: the write entry already orders later ops
-            self._add_reader(self._table(space).readers, s, e, comp)
-
-    def _add_reader(self, rd: _Segments, s: int, e: int, comp: Completion) -> None:
-        i, j = rd.cut(s, e)
-        live = self._live
-        pos = s
-        new_starts, new_ends, new_values = [], [], []
-        for idx in range(i, j):
-            a, b, comps = rd.starts[idx], rd.ends[idx], rd.values[idx]
-            if pos < a:  # a gap no reader covered yet
-                new_starts.append(pos)
-                new_ends.append(a)
-                new_values.append([comp])
-            n = len(comps)
-            if n >= 8 and not n & (n - 1):  # at powers of two: amortised O(1) per reader
-                comps = [c for c in comps if live(c)]
-            comps.append(comp)
-            new_starts.append(a)
-            new_ends.append(b)
-            new_values.append(comps)
-            pos = b
-        if pos < e:
-            new_starts.append(pos)
-            new_ends.append(e)
-            new_values.append([comp])
-        rd.starts[i:j] = new_starts
-        rd.ends[i:j] = new_ends
-        rd.values[i:j] = new_values
+            self._table(space).readers.add(s, e, comp, self._live)
 
     def __len__(self) -> int:
-        """Segments held (a measure of what is still in flight, for tests)."""
+        """Entries held (a measure of what is still in flight, for tests)."""
         return sum(len(t.writers.starts) + len(t.readers.starts) for t in self._spaces.values())

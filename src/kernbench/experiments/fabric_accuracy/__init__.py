@@ -103,7 +103,7 @@ def run(graph: TopologyGraph, workload: dict, variant: dict) -> dict:
 register(Experiment(
     name=NAME,
     title="Accuracy of the analytic fabric",
-    topic="the accuracy of its analytic fabric model",
+    topic="the accuracy of the analytic fabric model",
     schema=package_schema(__name__),
     expand=expand,
     run=run,

@@ -79,7 +79,7 @@ def run(graph: TopologyGraph, workload: dict, variant: dict) -> dict:
 register(Experiment(
     name=NAME,
     title="Characterising data movement",
-    topic="its data-movement fabric",
+    topic="the data-movement fabric",
     schema=package_schema(__name__),
     expand=expand,
     run=run,

@@ -86,6 +86,8 @@ class Fabric:
     def __init__(self, graph: TopologyGraph) -> None:
         self.graph = graph
         self._timelines: dict[tuple[str, str], BusyTimeline] = {}
+        self._ipcq_timelines: dict[tuple[str, str], BusyTimeline] = {}
+        self._ipcq_hops: dict[int, tuple[RoutePlan, tuple[BusyTimeline, ...]]] = {}
         self._plans: dict[tuple[str, ...], RoutePlan] = {}
         self._by_id: dict[int, tuple[tuple[str, ...], RoutePlan]] = {}
         spec = graph.spec
@@ -218,6 +220,47 @@ class Fabric:
                                                  hbm_at_start, continues)
         paid = plan.overhead_ns - (plan.overheads[0] if continues else 0.0)
         return LegTiming(plan, nbytes, paid, start, continues, waited, wait, drain, end, bn)
+
+    def book_ipcq(self, plan: RoutePlan, nbytes: int, start: float, now: float) -> float:
+        """Book an IPCQ message on its own virtual channel; return its arrival time.
+
+        Each edge has a second timeline for IPCQ traffic, so a message queues only
+        behind other messages, never behind bulk DMA (strict priority for IPCQ at
+        packet granularity). The physical link is still shared: the message's link
+        time is also booked on the bulk timeline at its first free gap, so bulk
+        transfers booked later are delayed by exactly the bytes IPCQ took
+        (docs/adr/0023-ipcq-virtual-channel.md). Unloaded, the time equals
+        :meth:`book`'s: overheads + wires + drain.
+        """
+        t = start + plan.overheads[0]
+        if not plan.wires:
+            return t + (nbytes / plan.bottleneck_gbs if nbytes else 0.0)
+        if not nbytes:  # a credit: head only
+            return t + plan.head_ns
+        hit = self._ipcq_hops.get(id(plan))
+        if hit is None or hit[0] is not plan:
+            vcs = tuple(self._ipcq_timeline(a, b) for a, b in zip(plan.nodes, plan.nodes[1:],
+                                                                   strict=False))
+            hit = self._ipcq_hops[id(plan)] = (plan, vcs)
+        for (ovh, bulk, bw, wire), vc in zip(plan.steps, hit[1], strict=True):
+            t += ovh
+            d = nbytes / bw
+            t = vc.book(t, d, now)
+            bulk.book(t, d, now)  # bulk yields the link for this long at its next gap
+            t += wire
+        t += plan.overheads[-1]
+        return t + nbytes / plan.bottleneck_gbs
+
+    def _ipcq_timeline(self, src: str, dst: str) -> BusyTimeline:
+        key = (src, dst)
+        tl = self._ipcq_timelines.get(key)
+        if tl is None:
+            tl = self._ipcq_timelines[key] = BusyTimeline()
+        return tl
+
+    def ipcq_busy_ns(self) -> dict[tuple[str, str], float]:
+        """Booked IPCQ time per edge (the virtual channel's share of each link)."""
+        return {k: v.busy_ns for k, v in sorted(self._ipcq_timelines.items()) if v.busy_ns}
 
     def link_busy_ns(self) -> dict[tuple[str, str], float]:
         """Total booked time per edge that carried traffic (sorted for determinism)."""

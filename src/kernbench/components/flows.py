@@ -88,36 +88,42 @@ class FlowBuilder:
                      self.router.find_mcpu_dma_path(m_cpu, hbm_node))
 
     def h2d_write(self, pa: PhysAddr, nbytes: int, *, from_host: bool = False) -> FlowSpec:
-        if pa.kind != "hbm":
-            raise ValueError(f"host writes target HBM, got {pa}")
-        hbm_node, off = self._hbm_target(pa)
+        """Host -> device memory (an HBM slice, a CUBE's SRAM or a PE's TCM) through the
+        IO CPU and the CUBE's M_CPU."""
+        node = self.resolver.resolve(pa)
+        hbm_node, off = self._end(pa, node)
 
         def build():
-            path = self.host_to_hbm_path(pa.sip, pa.cube, hbm_node)
+            path = self.host_to_hbm_path(pa.sip, pa.cube, node)
             return (_join(self._host_prefix(pa.sip), path) if from_host else path,)
 
-        (path,) = self._cached(("h2d_write", pa.sip, pa.cube, hbm_node, from_host), build)
+        (path,) = self._cached(("h2d_write", pa.sip, pa.cube, node, from_host), build)
         leg = LegSpec("data", path, nbytes, hbm_node, off, hbm_at_start=False)
         return FlowSpec("h2d_write", path[0], nbytes, (leg,), path[0], pa)
 
     def d2h_read(self, pa: PhysAddr, nbytes: int, *, to_host: bool = False) -> FlowSpec:
         """Command out along the write path, data back along the memory path."""
-        if pa.kind != "hbm":
-            raise ValueError(f"host reads target HBM, got {pa}")
-        hbm_node, off = self._hbm_target(pa)
+        node = self.resolver.resolve(pa)
+        hbm_node, off = self._end(pa, node)
 
         def build():
-            cmd = self.host_to_hbm_path(pa.sip, pa.cube, hbm_node)
-            data = self.router.find_memory_path(hbm_node, self.resolver.find_pcie_ep(pa.sip))
+            cmd = self.host_to_hbm_path(pa.sip, pa.cube, node)
+            m_cpu = self.resolver.find_m_cpu(pa.sip, pa.cube)
+            back = (self.router.find_memory_path(node, self.resolver.find_pcie_ep(pa.sip))
+                    if hbm_node else _join(
+                        self.router.route(scope_policy(node, m_cpu, "memory"), node, m_cpu)[0],
+                        self.router.find_memory_path(m_cpu, self.resolver.find_pcie_ep(pa.sip))))
+            data = back
             if to_host:
                 prefix = self._host_prefix(pa.sip)
                 cmd = _join(prefix, cmd)
                 data = _join(data, tuple(reversed(prefix)))
             return cmd, tuple(data)
 
-        cmd, data = self._cached(("d2h_read", pa.sip, pa.cube, hbm_node, to_host), build)
+        cmd, data = self._cached(("d2h_read", pa.sip, pa.cube, node, to_host), build)
         legs = (self._command_leg(cmd),
-                LegSpec("data", data, nbytes, hbm_node, off, hbm_at_start=True, continues=True))
+                LegSpec("data", data, nbytes, hbm_node, off, hbm_at_start=hbm_node is not None,
+                        continues=True))
         return FlowSpec("d2h_read", cmd[0], nbytes, legs, pa, cmd[0])
 
     def pe_dma_write(self, sip: int, cube: int, pe: int, dst: PhysAddr, nbytes: int) -> FlowSpec:
@@ -171,6 +177,63 @@ class FlowBuilder:
         (path,) = self._cached(("pe_message", src, dst), build)
         leg = LegSpec("data", path, nbytes)
         return FlowSpec("pe_message", path[1], nbytes, (leg,), path[0], path[-1])
+
+    def ipcq_message(self, src: tuple[int, int, int], dst: tuple[int, int, int],
+                     tier: str) -> tuple[str, ...]:
+        """Route of an IPCQ message: sender TCM -> sender PE_IPCQ -> fabric -> receiver
+        PE_IPCQ -> the receive slot (receiver TCM, or its CUBE's SRAM)."""
+
+        def build():
+            a = nm.pe_unit(*src, "pe_ipcq")
+            b = nm.pe_unit(*dst, "pe_ipcq")
+            for pe in (src, dst):
+                self.resolver.find_pe(*pe)
+            route = self.router.route(scope_policy(a, b, "data"), a, b)[0]
+            if tier == "tcm":
+                tail = (b, nm.pe_unit(*dst, "pe_tcm"))
+            else:
+                sram = nm.sram(dst[0], dst[1])
+                tail = self.router.route(scope_policy(b, sram, "data"), b, sram)[0]
+            return (_join((nm.pe_unit(*src, "pe_tcm"),), route, tail),)
+
+        return self._cached(("ipcq_message", src, dst, tier), build)[0]
+
+    def ipcq_credit(self, src: tuple[int, int, int], dst: tuple[int, int, int]) -> tuple[str, ...]:
+        """Route of a credit (a zero-byte message) from receiver ``src`` back to sender ``dst``."""
+
+        def build():
+            a = nm.pe_unit(*src, "pe_ipcq")
+            b = nm.pe_unit(*dst, "pe_ipcq")
+            return (self.router.route(scope_policy(a, b, "data"), a, b)[0],)
+
+        return self._cached(("ipcq_credit", src, dst), build)[0]
+
+    def ipcq_copy(self, pe: tuple[int, int, int], tier: str, slot: PhysAddr,
+                  dst: PhysAddr | None, nbytes: int) -> FlowSpec:
+        """A receive's slot read: slot (TCM or SRAM) -> PE_IPCQ -> the destination, this
+        PE's TCM (``dst`` None) or a memory address (HBM, SRAM, TCM)."""
+        dst_node = None if dst is None else self.resolver.resolve(dst)
+
+        def build():
+            ipcq = nm.pe_unit(*pe, "pe_ipcq")
+            tcm = nm.pe_unit(*pe, "pe_tcm")
+            if tier == "tcm":
+                head = (tcm, ipcq)
+            else:
+                sram = nm.sram(pe[0], pe[1])
+                head = self.router.route(scope_policy(sram, ipcq, "data"), sram, ipcq)[0]
+            if dst_node is None:
+                tail = (ipcq, tcm)
+            else:
+                tail = _join((ipcq,), self.router.find_path(self.resolver.find_pe(*pe), dst_node))
+            return (_join(head, tail),)
+
+        (path,) = self._cached(("ipcq_copy", pe, tier, dst_node), build)
+        if dst is not None and dst.kind == "hbm":
+            leg = LegSpec("data", path, nbytes, dst_node, dst.hbm_offset % self.slice_bytes)
+        else:
+            leg = LegSpec("data", path, nbytes)
+        return FlowSpec("ipcq_copy", path[1], nbytes, (leg,), slot, dst or path[-1])
 
     def _command_leg(self, path: tuple[str, ...]) -> LegSpec:
         """The (cached) zero-byte leg over ``path``: commands are all alike."""

@@ -59,11 +59,17 @@ def arity(op: str) -> int:
     raise ValueError(f"unknown math op {op!r}")
 
 
+_EXACT_INT = frozenset({"add", "sub", "mul", "maximum", "minimum", "copy", "abs", "neg"})
+
 ALL_MATH_OPS = tuple(sorted({*UNARY, *BINARY, *TERNARY, *REDUCE, "softmax"}))
 
 
 def compute(op: str, inputs: list[np.ndarray], axis: int | None = None) -> np.ndarray:
-    xs = [np.asarray(x, dtype=np.float32) for x in inputs]
+    arrays = [np.asarray(x) for x in inputs]
+    if op in _EXACT_INT and all(a.dtype.kind in "iu" for a in arrays):
+        xs = [a.astype(np.int64) for a in arrays]  # integer adds are exact, like the ALU's
+    else:
+        xs = [a.astype(np.float32, copy=False) for a in arrays]
     if op in UNARY:
         return UNARY[op](xs[0])
     if op in BINARY:

@@ -50,3 +50,6 @@ class PeServices(Protocol):
 
     def book_flow(self, flow, start: float) -> float:
         """Book a flow's fabric resources from ``start``; return its completion time."""
+
+    def book_ipcq(self, nodes: tuple[str, ...], nbytes: int, start: float) -> float:
+        """Book an IPCQ message over ``nodes`` on the IPCQ virtual channel; return arrival."""

@@ -225,3 +225,41 @@ class PeCpuOverheadCmd(PeCommand):
     @property
     def explicit_cycles(self) -> int:
         return self.cycles
+
+
+@dataclass(frozen=True, eq=False)
+class IpcqSendCmd(PeCommand):
+    """``tl.send``: push TCM handle ``src`` into the queue toward ``direction``."""
+
+    direction: str
+    src: TensorHandle
+    hands_to_fabric = True
+
+    @property
+    def logical_bytes(self) -> int:
+        return FRAMING_BYTES + 1 + 1 + HANDLE_BYTES + SCALAR_BYTES  # opcode, direction, src, size
+
+    def accesses(self) -> tuple[list[TensorHandle], list[TensorHandle]]:
+        return ([self.src], [])
+
+
+@dataclass(frozen=True, eq=False)
+class IpcqRecvCmd(PeCommand):
+    """``tl.recv`` / ``tl.recv_async``: take the next message from ``direction`` into ``dst``.
+
+    ``consume=False`` is the diagnostic ``tl.recv_no_consume``: the message is
+    taken without charging the slot read.
+    """
+
+    direction: str
+    dst: TensorHandle
+    consume: bool = True
+    hands_to_fabric = True
+
+    @property
+    def logical_bytes(self) -> int:
+        return FRAMING_BYTES + 1 + 1 + HANDLE_BYTES + SCALAR_BYTES + 1  # + mode flag
+
+    def accesses(self) -> tuple[list[TensorHandle], list[TensorHandle]]:
+        return ([], [self.dst])
+

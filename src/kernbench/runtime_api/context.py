@@ -27,6 +27,22 @@ from kernbench.topology import naming as nm
 from kernbench.triton_emu.launch import ProgramIds, start_kernel
 
 
+class _Ahbm:
+    """``torch.ahbm``: the device API of this backend (``torch.cuda`` analogue)."""
+
+    def __init__(self, ctx) -> None:
+        self._ctx = ctx
+
+    def set_device(self, sip: int) -> None:
+        self._ctx.set_device(sip)
+
+    def current_device(self) -> int:
+        return self._ctx.current_device()
+
+    def device_count(self) -> int:
+        return self._ctx.device_count()
+
+
 class PerSip(dict):
     """A launch argument that differs per SIP: ``PerSip({0: x0, 1: x1})``. Each SIP's
     kernels receive their own entry (converted like any argument)."""
@@ -79,6 +95,11 @@ class RuntimeContext:
         self._handles: list = []
         self._launches: list[LaunchHandle] = []
         self._count = 0
+        from kernbench.runtime_api.distributed import DistributedContext, Spawner
+
+        self.distributed = DistributedContext(self)  # torch.distributed
+        self.multiprocessing = Spawner(self)  # torch.multiprocessing
+        self.ahbm = _Ahbm(self)  # torch.ahbm
 
     @property
     def spec(self):
@@ -98,9 +119,20 @@ class RuntimeContext:
     def device_count(self) -> int:
         return self.system.sips
 
+    def install_ipcq(self, tables: dict, *, slots: int = 4, slot_bytes: int = 4096,
+                     tier: str = "tcm") -> int:
+        """Install PE_IPCQ neighbour tables ``{(sip, cube, pe): {direction: peer}}`` for
+        hand-written kernels (``init_process_group`` installs its algorithm's own);
+        returns the number of queues."""
+        from kernbench.components.builtin.pe_ipcq import IpcqConfig, install_queues
+
+        cfg = IpcqConfig(slots, slot_bytes, tier)
+        return install_queues(self.engine, tables, cfg,
+                              lambda pe, t, nbytes: self.system.alloc(t, *pe, nbytes))
+
     # -- memory ------------------------------------------------------------------------
     def _create(self, shape, dtype: str, dp: DPPolicy | None, name: str | None,
-                data: np.ndarray | None) -> Tensor:
+                data: np.ndarray | None, memory: str = "hbm") -> Tensor:
         shape = tuple(int(s) for s in shape)
         bpe = dtype_bytes(dtype)
         dp = dp or DPPolicy()
@@ -120,7 +152,7 @@ class RuntimeContext:
         va = self.system.reserve(total, sip, name)
         t = Tensor(name, shape, dtype, dp, va, total, sip)
         for s in shards:
-            pa = self.system.allocator(sip, s.cube, s.pe).alloc_hbm(sizes[s.key], align=page)
+            pa = self.system.alloc(memory, sip, s.cube, s.pe, sizes[s.key], align=page)
             t.placements.append(Placement(s, pa, va + offsets[s.key], sizes[s.key]))
         for cube, pe in sorted({(s.cube, s.pe) for s in shards}):
             mmu = self.engine.pe(sip, cube, pe).mmu
@@ -159,20 +191,23 @@ class RuntimeContext:
         eng.run(eng.env.all_of(events))
 
     def empty(self, shape, dtype: str = "f16", dp: DPPolicy | None = None,
-              name: str | None = None) -> Tensor:
-        """Allocate and map; no data is written (reading it in data mode is an error)."""
-        return self._create(shape, dtype, dp, name, None)
+              name: str | None = None, memory: str = "hbm") -> Tensor:
+        """Allocate and map; no data is written (reading it in data mode is an error).
+        ``memory``: where each shard lives, "hbm" (its PE's slice), "sram" (its
+        CUBE's SRAM) or "tcm" (its PE's TCM)."""
+        return self._create(shape, dtype, dp, name, None, memory)
 
     def zeros(self, shape, dtype: str = "f16", dp: DPPolicy | None = None,
-              name: str | None = None) -> Tensor:
-        return self._create(shape, dtype, dp, name, np.zeros(tuple(shape), np_dtype(dtype)))
+              name: str | None = None, memory: str = "hbm") -> Tensor:
+        return self._create(shape, dtype, dp, name, np.zeros(tuple(shape), np_dtype(dtype)),
+                            memory)
 
     def from_numpy(self, array: np.ndarray, dtype: str | None = None, dp: DPPolicy | None = None,
-                   name: str | None = None) -> Tensor:
+                   name: str | None = None, memory: str = "hbm") -> Tensor:
         """Deploy ``array``; the device dtype follows the array (``ml_dtypes.bfloat16``
         arrays become bf16) unless ``dtype`` converts it."""
         arr = np.asarray(array)
-        return self._create(arr.shape, dtype or dtype_name(arr.dtype), dp, name, arr)
+        return self._create(arr.shape, dtype or dtype_name(arr.dtype), dp, name, arr, memory)
 
     def to_numpy(self, t: Tensor) -> np.ndarray:
         """Read a tensor back over PCIe (data mode) and reassemble its shards."""
@@ -313,7 +348,7 @@ class RuntimeContext:
                         seen.add(p.shard.key)
                         mmu.unmap(p.va, p.nbytes)
             for p in t.placements:
-                self.system.allocator(t.sip, p.shard.cube, p.shard.pe).free_hbm(p.pa, p.nbytes)
+                self.system.free(p.pa, t.sip, p.shard.cube, p.shard.pe, p.nbytes)
             self.system.release(t.va, t.va_bytes)
             t.freed = True
 

@@ -17,8 +17,12 @@ from weakref import WeakKeyDictionary
 
 from kernbench.errors import UsageError
 from kernbench.policy.address import AddressConfig, PEMemAllocator, VirtualAllocator
+from kernbench.policy.address.free_list import FreeList
+from kernbench.policy.address.phys_addr import PhysAddr
+from kernbench.topology import naming as nm
 
 _SYSTEMS: WeakKeyDictionary = WeakKeyDictionary()
+MEMORIES = ("hbm", "sram", "tcm")
 
 
 class SystemRuntime:
@@ -32,6 +36,7 @@ class SystemRuntime:
         self._starts: list[int] = []  # live allocations: sorted VA starts
         self._owners: list[tuple[int, int, str]] = []  # (end, sip, tensor name)
         self._kernels: dict[str, Callable] = {}
+        self._sram: dict[tuple[int, int], FreeList] = {}
 
     @classmethod
     def of(cls, engine) -> SystemRuntime:
@@ -48,6 +53,37 @@ class SystemRuntime:
         if alloc is None:
             alloc = self._allocators[key] = PEMemAllocator(sip, cube, pe, self._cfg)
         return alloc
+
+    def alloc_sram(self, sip: int, cube: int, nbytes: int, align: int = 64) -> PhysAddr:
+        """Memory in the CUBE's shared SRAM (first fit)."""
+        free = self._sram.get((sip, cube))
+        if free is None:
+            free = self._sram[(sip, cube)] = FreeList(
+                self._cfg.sram_bytes, what=f"SRAM of {nm.cube_prefix(sip, cube)}")
+        return PhysAddr.sram_addr(sip, cube, free.alloc(nbytes, align))
+
+    def free_sram(self, pa: PhysAddr, nbytes: int) -> None:
+        self._sram[(pa.sip, pa.cube)].free(pa.sub_offset, nbytes)
+
+    def alloc(self, memory: str, sip: int, cube: int, pe: int, nbytes: int,
+              align: int = 64) -> PhysAddr:
+        """``nbytes`` of ``memory`` ("hbm": the PE's slice, "sram": its CUBE's SRAM,
+        "tcm": the PE's TCM)."""
+        if memory == "hbm":
+            return self.allocator(sip, cube, pe).alloc_hbm(nbytes, align=align)
+        if memory == "sram":
+            return self.alloc_sram(sip, cube, nbytes, align)
+        if memory == "tcm":
+            return self.allocator(sip, cube, pe).alloc_tcm(nbytes, align=align)
+        raise UsageError(f"memory must be one of {', '.join(MEMORIES)}, got {memory!r}")
+
+    def free(self, pa: PhysAddr, sip: int, cube: int, pe: int, nbytes: int) -> None:
+        if pa.kind == "hbm":
+            self.allocator(sip, cube, pe).free_hbm(pa, nbytes)
+        elif pa.unit_type.name == "SRAM":
+            self.free_sram(pa, nbytes)
+        else:
+            self.allocator(sip, cube, pe).free_tcm(pa, nbytes)
 
     # -- the system-wide virtual address space ---------------------------------------------
     def reserve(self, nbytes: int, sip: int, name: str) -> int:

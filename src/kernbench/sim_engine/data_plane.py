@@ -14,7 +14,15 @@ import numpy as np
 from kernbench.errors import SimulationError
 from kernbench.isa.dtypes import dtype_bytes, np_dtype
 from kernbench.isa.handles import TensorHandle
+from kernbench.policy.address.phys_addr import PhysAddr, UnitType
 from kernbench.sim_engine.memory_store import MemoryStore, read_strided, write_strided
+
+
+def _space_of_pa(encoded: int) -> str:
+    pa = PhysAddr.decode(encoded)
+    if pa.kind == "hbm":
+        return "hbm"
+    return "sram" if pa.unit_type == UnitType.SRAM else "tcm"
 
 
 class DataPlane:
@@ -31,9 +39,9 @@ class DataPlane:
     def _locate(self, h: TensorHandle, mmu) -> tuple[str, int]:
         if h.space == "tcm":
             return "tcm", h.addr
-        if h.space == "hbm":
+        if h.space == "hbm":  # a memory view: HBM, or SRAM/TCM mapped into the VA space
             start, end, pa = mmu.region(h.addr)
-            return "hbm", pa + (h.addr - start)
+            return _space_of_pa(pa), pa + (h.addr - start)
         raise SimulationError(f"handle {h} has unknown space {h.space!r}")
 
     def _stored_shape(self, h: TensorHandle) -> tuple[int, ...]:

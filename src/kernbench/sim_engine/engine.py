@@ -188,6 +188,12 @@ class GraphEngine:
                             continues)[0]
         return t
 
+    def book_ipcq(self, nodes: tuple[str, ...], nbytes: int, start: float) -> float:
+        """Book an IPCQ message (or a zero-byte credit) over ``nodes`` on the IPCQ
+        virtual channel from ``start``; returns its arrival time."""
+        fabric = self.fabric
+        return fabric.book_ipcq(fabric.plan(nodes), nbytes, start, self.env.now)
+
     @property
     def now(self) -> float:
         return self.env.now
@@ -260,11 +266,11 @@ class GraphEngine:
     def h2d_write(self, pa: PhysAddr, nbytes: int, *, data: np.ndarray | None = None,
                   from_host: bool = False) -> simpy.Event:
         flow = self.flows.h2d_write(pa, nbytes, from_host=from_host)
-        return self.submit(flow, data=data, dst=("hbm", pa.encode()))
+        return self.submit(flow, data=data, dst=(space_of(pa), pa.encode()))
 
     def d2h_read(self, pa: PhysAddr, nbytes: int, *, to_host: bool = False) -> simpy.Event:
         flow = self.flows.d2h_read(pa, nbytes, to_host=to_host)
-        return self.submit(flow, src=("hbm", pa.encode()))
+        return self.submit(flow, src=(space_of(pa), pa.encode()))
 
     def pe_dma_write(self, sip: int, cube: int, pe: int, dst: PhysAddr, nbytes: int, *,
                      src_tcm: PhysAddr | None = None) -> simpy.Event:

@@ -31,6 +31,8 @@ from kernbench.isa.commands import (
     DmaReadCmd,
     DmaWriteCmd,
     GemmCmd,
+    IpcqRecvCmd,
+    IpcqSendCmd,
     MathCmd,
     PeCommand,
     PeCpuOverheadCmd,
@@ -41,6 +43,7 @@ from kernbench.triton_emu.tl_composite import CompositeMixin
 
 ALIGN = 64
 _FLOATS = ("f16", "bf16", "f32")
+_DTYPES = ("f16", "bf16", "f32", "i32")
 
 _active: list[TLContext | None] = [None]
 
@@ -245,8 +248,8 @@ class TLContext(CompositeMixin):
         raise KernelTypeError(f"cannot use {type(x).__name__} as a tensor operand")
 
     def _math(self, op: str, inputs: list[Any], axis: int | None = None,
-              out_shape: tuple[int, ...] | None = None, out_dtype: str | None = None
-              ) -> TensorHandle:
+              out_shape: tuple[int, ...] | None = None, out_dtype: str | None = None,
+              out: TensorHandle | None = None) -> TensorHandle:
         first = next((x for x in inputs if isinstance(x, TensorHandle)), None)
         if first is None:
             raise KernelTypeError(f"tl math op {op!r} needs at least one tensor operand")
@@ -260,7 +263,15 @@ class TLContext(CompositeMixin):
             except ValueError:
                 raise KernelMisuse(f"tl.{op}: shapes {[h.shape for h in handles]} do not broadcast"
                                  ) from None
-        out = self._alloc(tuple(out_shape), out_dtype or first.dtype)
+        if out is None:
+            out = self._alloc(tuple(out_shape), out_dtype or first.dtype)
+        else:  # in place (e.g. a collective reducing into its buffer)
+            self._check(out)
+            if out.space != "tcm" or out.shape != tuple(out_shape) \
+                    or out.dtype != (out_dtype or first.dtype):
+                raise KernelMisuse(f"tl.{op} out= must be a TCM tensor of shape "
+                                   f"{tuple(out_shape)} and dtype {out_dtype or first.dtype}, "
+                                   f"got {out}")
         comp = self._emit(MathCmd(op, tuple(handles), out, axis))
         self._block(comp)
         out.pending = comp
@@ -278,12 +289,12 @@ class TLContext(CompositeMixin):
     def sin(self, x): return self._unary("sin", x)  # noqa: E704
     def relu(self, x): return self._unary("relu", x)  # noqa: E704
 
-    def maximum(self, a, b): return self._math("maximum", [a, b])  # noqa: E704
-    def minimum(self, a, b): return self._math("minimum", [a, b])  # noqa: E704
-    def add(self, a, b): return self._math("add", [a, b])  # noqa: E704
-    def sub(self, a, b): return self._math("sub", [a, b])  # noqa: E704
-    def mul(self, a, b): return self._math("mul", [a, b])  # noqa: E704
-    def div(self, a, b): return self._math("div", [a, b])  # noqa: E704
+    def maximum(self, a, b, out=None): return self._math("maximum", [a, b], out=out)  # noqa: E704
+    def minimum(self, a, b, out=None): return self._math("minimum", [a, b], out=out)  # noqa: E704
+    def add(self, a, b, out=None): return self._math("add", [a, b], out=out)  # noqa: E704
+    def sub(self, a, b, out=None): return self._math("sub", [a, b], out=out)  # noqa: E704
+    def mul(self, a, b, out=None): return self._math("mul", [a, b], out=out)  # noqa: E704
+    def div(self, a, b, out=None): return self._math("div", [a, b], out=out)  # noqa: E704
     def fma(self, a, b, c): return self._math("fma", [a, b, c])  # noqa: E704
     def clamp(self, x, lo, hi): return self._math("clamp", [x, lo, hi])  # noqa: E704
     def where(self, cond, a, b):
@@ -329,6 +340,20 @@ class TLContext(CompositeMixin):
         if x.transposed or (x.row_stride not in (None, x.shape[-1])):
             raise KernelMisuse(f"tl.reshape needs a contiguous tensor, got {x}")
         return self._view_of(x, TensorHandle(self._new_id(), x.addr, shape, x.dtype, x.space,
+                                             x.pinned, None, False, x.pending))
+
+    def view(self, x: TensorHandle, start: int, length: int) -> TensorHandle:
+        """Elements ``start .. start+length`` of a contiguous 1-D tensor (TCM or memory
+        view), sharing its bytes: how collectives address chunks of one buffer."""
+        self._check(x)
+        if len(x.shape) != 1 or x.row_stride is not None:
+            raise KernelMisuse(f"tl.view needs a contiguous 1-D tensor, got {x}")
+        if not (isinstance(start, int) and isinstance(length, int)) or start < 0 \
+                or length < 1 or start + length > x.shape[0]:
+            raise KernelMisuse(f"tl.view({start}, {length}) is outside {x} "
+                               f"(0 <= start, 1 <= length, start + length <= {x.shape[0]})")
+        addr = x.addr + start * dtype_bytes(x.dtype)
+        return self._view_of(x, TensorHandle(self._new_id(), addr, (length,), x.dtype, x.space,
                                              x.pinned, None, False, x.pending))
 
     def _view_of(self, base: TensorHandle, view: TensorHandle) -> TensorHandle:
@@ -392,6 +417,94 @@ class TLContext(CompositeMixin):
         comp = self._emit(CopyCmd(src, dst))
         self._block(comp)
         dst.pending = comp
+
+    # -- PE-to-PE queues (PE_IPCQ) ---------------------------------------------------------
+    def _ipcq(self):
+        """The PE's IPCQ unit (None in command-list mode)."""
+        return None if self._exec is None else self._exec.pe.ipcq
+
+    def _check_payload(self, verb: str, direction: str, nbytes: int, dtype: str, queue) -> None:
+        if dtype not in _DTYPES:
+            raise KernelMisuse(f"tl.{verb} toward {direction!r}: dtype {dtype!r} is not "
+                               f"supported (allowed: {', '.join(_DTYPES)})")
+        if queue is not None and nbytes > queue.cfg.slot_bytes:
+            raise KernelMisuse(f"tl.{verb} toward {direction!r}: {nbytes} B do not fit a "
+                               f"{queue.cfg.slot_bytes} B IPCQ slot (split the payload)")
+
+    def send(self, direction: str, src: TensorHandle) -> Completion | None:
+        """Send TCM tensor ``src`` to the neighbour toward ``direction``.
+
+        Blocks while the queue has no free slot; the bytes are those of ``src`` when
+        the send starts. Returns the delivery's completion (``tl.wait`` takes it).
+        """
+        self._check(src)
+        if src.space != "tcm":
+            raise KernelMisuse(f"tl.send toward {direction!r} sends a TCM tensor, got {src} "
+                               f"(tl.load it first)")
+        ipcq = self._ipcq()
+        q = ipcq.queue_out(direction) if ipcq is not None else None
+        self._check_payload("send", direction, src.nbytes, src.dtype, q)
+        return self._emit(IpcqSendCmd(direction, src))
+
+    def _recv(self, verb: str, direction: str, shape, dtype: str, dst: TensorHandle | None,
+              consume: bool, block: bool) -> TensorHandle:
+        ipcq = self._ipcq()
+        q = ipcq.queue_in(direction, verb) if ipcq is not None else None
+        if dst is None:
+            shape = tuple(int(s) for s in shape) if not isinstance(shape, int) else (shape,)
+            self._check_payload(verb, direction, math.prod(shape) * dtype_bytes(dtype)
+                                if dtype in _DTYPES else 0, dtype, q)
+            out = self._alloc(shape, dtype)
+        else:
+            self._check(dst)
+            if dst.transposed or dst.row_stride not in (None, dst.shape[-1]):
+                raise KernelMisuse(f"tl.{verb} from {direction!r} needs a contiguous "
+                                   f"destination, got {dst}")
+            self._check_payload(verb, direction, dst.nbytes, dst.dtype, q)
+            out = dst
+        comp = self._emit(IpcqRecvCmd(direction, out, consume))
+        if block:
+            self._block(comp)
+        out.pending = comp
+        return out
+
+    def recv(self, direction: str, shape=(), dtype: str = "f16", *,
+             dst: TensorHandle | None = None, dst_addr: int | None = None,
+             dst_space: str | None = None) -> TensorHandle:
+        """Blocking receive of the next message from ``direction``.
+
+        Return-slot mode (no destination): the slot is copied into a new TCM tensor
+        of ``shape``/``dtype``. Copy-to-destination mode: ``dst`` (a TCM tensor or a
+        ``tl.ref`` memory view), or ``dst_addr`` with ``dst_space`` "tcm" (encoded TCM
+        address) or "hbm" (virtual address), receives the bytes.
+        """
+        if dst is None and (dst_addr is not None or dst_space is not None):
+            if dst_addr is None or dst_space not in ("tcm", "hbm"):
+                raise KernelMisuse(f"tl.recv from {direction!r}: copy-to-destination needs "
+                                   f"dst_addr and dst_space 'tcm' or 'hbm', got "
+                                   f"{dst_addr!r}, {dst_space!r}")
+            shape = tuple(int(s) for s in shape)
+            dst = (TensorHandle(self._new_id(), dst_addr, shape, dtype, "tcm", True)
+                   if dst_space == "tcm" else self.ref(dst_addr, shape, dtype))
+        return self._recv("recv", direction, shape, dtype, dst, True, True)
+
+    def recv_async(self, direction: str, shape=(), dtype: str = "f16", *,
+                   dst: TensorHandle | None = None) -> TensorHandle:
+        """Non-blocking :meth:`recv`: the returned tensor is pending until the message
+        has been copied (``tl.wait(t)``, or any op that reads it, waits)."""
+        return self._recv("recv_async", direction, shape, dtype, dst, True, False)
+
+    def recv_no_consume(self, direction: str, shape=(), dtype: str = "f16") -> TensorHandle:
+        """DIAGNOSTIC: :meth:`recv` without the slot-read charge (the tensor is ready at
+        arrival). Only for latency breakdowns; production kernels use ``recv``."""
+        return self._recv("recv_no_consume", direction, shape, dtype, None, False, True)
+
+    def mark(self, label: str) -> None:
+        """A zero-cost op-log label at the kernel's current time (per-phase timing)."""
+        if not isinstance(label, str) or not label:
+            raise KernelMisuse(f"tl.mark needs a non-empty string label, got {label!r}")
+        if self._exec is not None:
+            self._exec.mark(label)
 
     # -- control -------------------------------------------------------------------------
     def cycles(self, n: int) -> None:

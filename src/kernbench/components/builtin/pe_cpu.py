@@ -92,13 +92,18 @@ class PeCpu:
 
     def wait(self, comp: Completion) -> None:
         if comp.done_at is None:
-            self.runner.wait(comp.event, f"{comp.label} completion")
+            self.runner.wait(comp.event, waiting_text(comp))
         self.t = max(self.t, comp.done_at)
+
+    def mark(self, label: str) -> None:
+        """``tl.mark``: a zero-cost label at the CPU's current time (phase boundaries)."""
+        self.pe.op_log.record(self.t, self.t, self.node_id, "control", "mark",
+                              {"label": label})
 
     def wait_all(self) -> None:
         for comp in self._open:
             if comp.done_at is None:
-                self.runner.wait(comp.event, f"{comp.label} completion")
+                self.runner.wait(comp.event, waiting_text(comp))
             self._latest = max(self._latest, comp.done_at)
         self._open.clear()
         self.t = max(self.t, self._latest)
@@ -126,6 +131,13 @@ class PeCpu:
         if data is not None:
             array = value()
             data.at(t, lambda: data.write(handle, array, self.pe.mmu))
+
+
+def waiting_text(comp: Completion) -> str:
+    """What a kernel blocked on ``comp`` waits for (deadlock reports): a label that
+    starts with "for " says it itself ("for a message from ..."), others name an op."""
+    label = comp.label
+    return label[4:] if label.startswith("for ") else f"{label} completion"
 
 
 @executes(PeCpuOverheadCmd)

@@ -6,6 +6,7 @@ from kernbench.components.builtin.pe_cpu import PeCpu
 from kernbench.components.builtin.pe_dma import PeDma
 from kernbench.components.builtin.pe_fetch_store import FetchStore
 from kernbench.components.builtin.pe_gemm import GemmEngine
+from kernbench.components.builtin.pe_ipcq import PeIpcq
 from kernbench.components.builtin.pe_math import MathEngine
 from kernbench.components.builtin.pe_mmu import PeMmu
 from kernbench.components.builtin.pe_scheduler import PeScheduler
@@ -27,6 +28,7 @@ class PeUnit:
         self.op_log = services.op_log
         self.data = services.data
         self.network = services.network
+        self.services = services
         ovh = spec.pe.overhead_ns
         p = spec.pe
         self.mmu = PeMmu(self.ids["pe_mmu"], ovh["pe_mmu"], p.page_size)
@@ -38,6 +40,7 @@ class PeUnit:
         self.math = MathEngine(self.ids["pe_math"], ovh["pe_math"], p.vector_width, p.clock_ghz)
         self.scheduler = PeScheduler(self)
         self.cpu = PeCpu(self)
+        self.ipcq = PeIpcq(self)
 
     def engine_busy_ns(self) -> dict[str, float]:
         fs = self.fetch_store

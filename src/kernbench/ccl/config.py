@@ -1,0 +1,91 @@
+"""``config/ccl.yaml``: the configured algorithms and the IPCQ queue sizes.
+
+Each algorithm entry names the module that registers it; an entry may override
+``pes``, ``ipcq`` and ``world_size`` of ``defaults``. Every error names the
+file and the key.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from kernbench.ccl import registry
+from kernbench.components.builtin.pe_ipcq import IpcqConfig
+from kernbench.errors import ConfigError
+
+DEFAULT_PATH = Path(__file__).resolve().parents[3] / "config" / "ccl.yaml"
+
+
+@dataclass(frozen=True)
+class AlgorithmConfig:
+    name: str
+    module: str
+    pes: tuple[int, ...]
+    ipcq: IpcqConfig
+    world_size: int | None
+
+
+def _err(path, key: str, msg: str) -> ConfigError:
+    return ConfigError(str(path), key, msg)
+
+
+def load(path: str | Path | None = None) -> dict:
+    path = Path(path) if path else DEFAULT_PATH
+    if not path.is_file():
+        raise _err(path, "", "collectives config not found")
+    doc = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(doc, dict) or doc.get("schema_version") != 1:
+        raise _err(path, "schema_version", "must be 1")
+    for key in ("defaults", "algorithms"):
+        if not isinstance(doc.get(key), dict):
+            raise _err(path, key, "must be a mapping")
+    doc["_path"] = str(path)
+    return doc
+
+
+def resolve(doc: dict, algorithm: str | None = None, **overrides) -> AlgorithmConfig:
+    """The merged settings of ``algorithm`` (default: ``defaults.algorithm``)."""
+    path = doc["_path"]
+    defaults = doc["defaults"]
+    name = algorithm or defaults.get("algorithm")
+    entries = doc["algorithms"]
+    if name not in entries:
+        raise _err(path, "algorithms", f"unknown algorithm {name!r} "
+                                       f"(configured: {', '.join(sorted(entries))})")
+    entry = entries[name] or {}
+    module = entry.get("module")
+    if not isinstance(module, str):
+        raise _err(path, f"algorithms.{name}.module", "must name the module that registers it")
+    pes = overrides.get("pes") or entry.get("pes", defaults.get("pes", [0]))
+    if not isinstance(pes, list | tuple) or not pes or not all(
+            isinstance(p, int) and p >= 0 for p in pes) or len(set(pes)) != len(pes):
+        raise _err(path, f"algorithms.{name}.pes", f"must be distinct PE ids, got {pes!r}")
+    ipcq = dict(defaults.get("ipcq") or {})
+    ipcq.update(entry.get("ipcq") or {})
+    ipcq.update({k: v for k, v in (overrides.get("ipcq") or {}).items() if v is not None})
+    unknown = set(ipcq) - {"slots", "slot_bytes", "tier"}
+    if unknown:
+        raise _err(path, "defaults.ipcq", f"unknown keys {sorted(unknown)} "
+                                          f"(allowed: slots, slot_bytes, tier)")
+    try:
+        cfg = IpcqConfig(**ipcq)
+    except ConfigError as exc:
+        raise _err(path, exc.key_path, exc.detail) from None
+    world = entry.get("world_size", defaults.get("world_size"))
+    if world is not None and (not isinstance(world, int) or world < 1):
+        raise _err(path, f"algorithms.{name}.world_size", "must be a positive integer")
+    return AlgorithmConfig(name, module, tuple(pes), cfg, world)
+
+
+def algorithm_class(cfg: AlgorithmConfig) -> type:
+    """Import the entry's module (which registers the class) and return the class."""
+    importlib.import_module(cfg.module)
+    try:
+        return registry.get(cfg.name)
+    except KeyError:
+        raise ConfigError(cfg.module, "", f"module does not register an algorithm named "
+                                          f"{cfg.name!r}") from None

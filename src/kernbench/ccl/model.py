@@ -1,0 +1,173 @@
+"""The alpha-beta model of a collective, evaluated over the algorithm's own program.
+
+Every cost comes from the topology file through the same formulas the
+simulator's units use, on an idle system (no contention, nothing fitted):
+
+* a message of ``b`` bytes from PE ``s`` to PE ``d`` costs
+  ``alpha(s, d) + b * beta(s, d)``: ``alpha`` is the route's node overheads and
+  wires, ``beta`` the inverse of its slowest link;
+* the receive's slot read, the reduction (fetch, vector op, store) and the
+  PE_CPU dispatch of every command are costed the same way.
+
+The program is then played per rank with one clock each: a send leaves after
+its dispatch and does not block; a receive waits for its message; a reduction
+follows the receive. The makespan of that play is the prediction; for the ring
+it reduces to the textbook ``2 (p - 1) (alpha + (N / p) beta)`` plus the
+per-step PE costs (docs/adr/0025-collectives.md).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict, deque
+
+from kernbench.ccl.program import pieces
+from kernbench.components.builtin.pe_ipcq import OPPOSITE
+from kernbench.isa.commands import DmaReadCmd, DmaWriteCmd, IpcqRecvCmd, IpcqSendCmd, MathCmd
+from kernbench.isa.dtypes import dtype_bytes
+from kernbench.isa.handles import TensorHandle
+from kernbench.policy.address.phys_addr import PhysAddr
+
+Coord = tuple[int, int, int]
+
+
+class Costs:
+    """Idle-system costs of the pieces of a collective on one engine's topology."""
+
+    def __init__(self, engine, tier: str = "tcm") -> None:
+        self.engine = engine
+        self.tier = tier
+        spec = engine.graph.spec
+        self.clock = spec.pe.clock_ghz
+        self.sched = spec.pe.overhead_ns["pe_scheduler"]
+        cm = engine.cost_model
+        h = TensorHandle("x", 0, (1,), "f16", "tcm", True)
+        self.d_send = cm.dispatch_cycles(IpcqSendCmd("E", h)) / self.clock
+        self.d_recv = cm.dispatch_cycles(IpcqRecvCmd("E", h)) / self.clock
+        self.d_math = cm.dispatch_cycles(MathCmd("add", (h, h), h)) / self.clock
+        self.d_dma = cm.dispatch_cycles(DmaReadCmd(h, h)) / self.clock
+        self.d_store = cm.dispatch_cycles(DmaWriteCmd(h, h)) / self.clock
+        self._routes: dict[tuple, tuple[float, float]] = {}
+        self.hbm_slice_gbs = spec.channels_per_slice * spec.hbm.pseudo_channel_bw_gbs
+
+    def _plan(self, nodes) -> tuple[float, float]:
+        plan = self.engine.fabric.plan(nodes)
+        return plan.overhead_ns + plan.wire_ns, 1.0 / plan.bottleneck_gbs
+
+    def alpha_beta(self, src: Coord, dst: Coord) -> tuple[float, float]:
+        """(alpha ns, beta ns/B) of an IPCQ message from ``src`` to ``dst``."""
+        key = ("msg", src, dst)
+        hit = self._routes.get(key)
+        if hit is None:
+            hit = self._routes[key] = self._plan(
+                self.engine.flows.ipcq_message(src, dst, self.tier))
+        return hit
+
+    def message(self, src: Coord, dst: Coord, nbytes: int) -> float:
+        a, b = self.alpha_beta(src, dst)
+        return a + nbytes * b
+
+    def slot_read(self, pe: Coord, nbytes: int) -> float:
+        key = ("copy", pe)
+        hit = self._routes.get(key)
+        if hit is None:
+            slot = (PhysAddr.pe_tcm_addr(*pe, 0) if self.tier == "tcm"
+                    else PhysAddr.sram_addr(pe[0], pe[1], 0))
+            flow = self.engine.flows.ipcq_copy(pe, self.tier, slot, None, 1)
+            hit = self._routes[key] = self._plan(flow.legs[0].nodes)
+        return hit[0] + nbytes * hit[1]
+
+    def reduce(self, pe: Coord, elements: int, nbytes: int) -> float:
+        unit = self.engine.pe(*pe)
+        fs, math = unit.fetch_store, unit.math
+        return (fs.fetch.overhead_ns + fs.transfer_ns(2 * nbytes)
+                + math.overhead_ns + math.service_ns(elements)
+                + fs.store.overhead_ns + fs.transfer_ns(nbytes))
+
+    def dma(self, pe: Coord, pa: PhysAddr, nbytes: int, write: bool) -> float:
+        """Idle time of the buffer's load (``write`` False) or store."""
+        flows = self.engine.flows
+        flow = flows.pe_dma_write(*pe, pa, nbytes) if write else flows.pe_dma_read(*pe, pa, nbytes)
+        unit = self.engine.pe(*pe)
+        t = unit.dma.translate_ns
+        slowest = 0.0
+        for leg in flow.legs:
+            a, b = self._plan(leg.nodes)
+            t += a
+            if leg.nbytes:
+                slowest = max(slowest, b, 1.0 / self.hbm_slice_gbs if leg.hbm_node else 0.0)
+        return t + nbytes * slowest
+
+
+def evaluate(programs: dict[Coord, list], peers: dict[Coord, dict[str, Coord]], n: int,
+             dtype: str, piece: int, costs: Costs, buffers: dict[Coord, PhysAddr],
+             scale: bool = False) -> dict:
+    """Play every rank's program on the idle-system costs; returns the makespan and
+    the time each rank entered each phase."""
+    bpe = dtype_bytes(dtype)
+    clock: dict[Coord, float] = {}
+    for r in programs:
+        clock[r] = costs.d_dma + costs.sched + costs.dma(r, buffers[r], n * bpe, False)
+    arrivals: dict[tuple, deque] = defaultdict(deque)
+    cursor = {r: (0, 0, 0) for r in programs}  # (step, piece, action)
+    marks: dict[Coord, dict[str, float]] = {r: {} for r in programs}
+    cuts = {r: [[pieces(s, ln, piece) for _, _, s, ln in acts] for _, acts in steps]
+            for r, steps in programs.items()}
+    pending = deque(sorted(programs))
+    stalled = 0
+    while pending:
+        r = pending.popleft()
+        steps = programs[r]
+        si, pj, ai = cursor[r]
+        t = clock[r]
+        blocked = False
+        while si < len(steps):
+            label, actions = steps[si]
+            marks[r].setdefault(label, t)
+            cut = cuts[r][si]
+            depth = max((len(c) for c in cut), default=0)
+            while pj < depth and not blocked:
+                while ai < len(actions):
+                    kind, direction, _, _ = actions[ai]
+                    parts = cut[ai]
+                    if pj < len(parts):
+                        ln = parts[pj][1]
+                        nbytes = ln * bpe
+                        if kind == "send":
+                            dst = peers[r][direction]
+                            t += costs.d_send
+                            arrivals[(r, dst, direction)].append(
+                                t + costs.sched + costs.message(r, dst, nbytes))
+                        else:
+                            src = peers[r][direction]
+                            q = arrivals[(src, r, OPPOSITE[direction])]
+                            if not q:
+                                blocked = True
+                                break
+                            t = max(t + costs.d_recv + costs.sched, q.popleft())
+                            t += costs.slot_read(r, nbytes)
+                            if kind == "reduce":
+                                t += costs.d_math + costs.sched + costs.reduce(r, ln, nbytes)
+                    ai += 1
+                if blocked:
+                    break
+                ai = 0
+                pj += 1
+            if blocked:
+                break
+            pj = 0
+            si += 1
+        moved = cursor[r] != (si, pj, ai)
+        cursor[r] = (si, pj, ai)
+        clock[r] = t
+        stalled = 0 if moved else stalled + 1
+        if blocked:
+            pending.append(r)
+            if stalled > len(pending):
+                raise RuntimeError("the collective program deadlocks in the cost model")
+    end = {}
+    for r, t in clock.items():
+        if scale:
+            t += costs.d_math + costs.sched + costs.reduce(r, n, n * bpe)
+        marks[r].setdefault("store", t)
+        end[r] = t + costs.d_store + costs.sched + costs.dma(r, buffers[r], n * bpe, True)
+    return {"latency_ns": max(end.values()), "marks": marks, "end": end}

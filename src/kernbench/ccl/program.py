@@ -1,0 +1,57 @@
+"""Collective programs and the one kernel that runs them.
+
+A program is, per rank, a list of steps ``(phase, actions)``; an action is
+``(kind, direction, start, length)`` over the rank's buffer (elements):
+``send`` sends that slice toward ``direction``; ``reduce`` receives a slice
+from ``direction`` and combines it into the buffer; ``copy`` receives into the
+buffer. A slice is carried in pieces of at most one IPCQ slot, and a step runs
+its actions piece by piece (send piece 0, receive piece 0, send piece 1, ...),
+which pipelines chains of ranks and never lets every rank wait for credits at
+once. Sender and receiver cut a slice the same way, so messages always match.
+"""
+
+from __future__ import annotations
+
+Action = tuple[str, str, int, int]
+Step = tuple[str, tuple[Action, ...]]
+KINDS = ("send", "reduce", "copy")
+
+
+def pieces(start: int, length: int, piece: int) -> list[tuple[int, int]]:
+    """(start, length) of the slot-sized pieces of a slice."""
+    return [(s, min(piece, start + length - s)) for s in range(start, start + length, piece)]
+
+
+def collective_kernel(x, n, dtype, op, scale, programs, piece, *, tl):
+    """Run this rank's program on its buffer at ``x`` (``n`` elements of ``dtype``).
+
+    The buffer is loaded into TCM once, reduced and overwritten in place by the
+    program, optionally scaled (``avg``), and stored back.
+    """
+    steps = programs[(tl.program_id(2), tl.program_id(1), tl.program_id(0))]
+    combine = {"sum": tl.add, "avg": tl.add, "max": tl.maximum, "min": tl.minimum}[op]
+    buf = tl.load(x, (n,), dtype)
+    phase = None
+    for label, actions in steps:
+        if label != phase:
+            tl.mark(label)
+            phase = label
+        cut = [pieces(start, length, piece) for _, _, start, length in actions]
+        for j in range(max((len(c) for c in cut), default=0)):
+            for (kind, direction, _, _), parts in zip(actions, cut, strict=True):
+                if j >= len(parts):
+                    continue
+                s0, ln = parts[j]
+                v = tl.view(buf, s0, ln)
+                if kind == "send":
+                    tl.send(direction, v)
+                elif kind == "copy":
+                    tl.recv(direction, dst=v)
+                else:
+                    with tl.scratch_scope():
+                        got = tl.recv(direction, (ln,), dtype)
+                        combine(v, got, out=v)
+    if scale is not None:
+        tl.mul(buf, scale, out=buf)
+    tl.mark("store")
+    tl.store(x, buf)

@@ -1,0 +1,31 @@
+"""The algorithm registry: ``@register`` next to each algorithm class."""
+
+from __future__ import annotations
+
+_ALGORITHMS: dict[str, type] = {}
+
+
+def register(cls: type) -> type:
+    """Register an algorithm class under its ``name``."""
+    name = cls.name
+    owner = _ALGORITHMS.get(name)
+    if owner is not None and owner is not cls:
+        raise RuntimeError(f"collective algorithm {name!r} is already registered by "
+                           f"{owner.__module__}.{owner.__qualname__}")
+    _ALGORITHMS[name] = cls
+    return cls
+
+
+def get(name: str) -> type:
+    import kernbench.ccl.algorithms  # noqa: F401 - registers the built-in algorithms
+
+    try:
+        return _ALGORITHMS[name]
+    except KeyError:
+        raise KeyError(name) from None
+
+
+def names() -> list[str]:
+    import kernbench.ccl.algorithms  # noqa: F401
+
+    return sorted(_ALGORITHMS)

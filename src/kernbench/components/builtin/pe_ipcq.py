@@ -1,0 +1,292 @@
+"""PE_IPCQ: direct PE-to-PE queues toward named neighbours, with credit flow control.
+
+A process group installs, once, a neighbour table on every participating PE
+(``install_queues``): ``{direction: peer PE}``. Every (sender, receiver,
+direction) gets one queue whose ``slots`` receive buffers of ``slot_bytes``
+live in the receiver's TCM or in its CUBE's SRAM (the tier). The sender holds
+one credit per free slot:
+
+* ``tl.send`` takes a credit (the kernel blocks while none is left), snapshots
+  the source at issue and books the message on the IPCQ virtual channel
+  (``Fabric.book_ipcq``); at arrival the bytes land in the slot;
+* ``tl.recv`` takes the oldest arrived message, copies the slot out (the slot
+  read is ordinary local traffic, logged as ``ipcq_copy``), frees the slot and
+  sends the credit back over the fabric as a zero-byte message.
+
+Messages between one pair over one direction arrive in order. A receive
+posted before its message arrives is completed by the arrival; a kernel
+waiting on a message or a credit that can never come is reported by the
+engine's deadlock check with the PE, the direction and what it waits for.
+Design decisions: docs/adr/0023-ipcq-virtual-channel.md, docs/adr/0024-pe-ipcq.md.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from kernbench.components.builtin.dispatch import executes
+from kernbench.components.builtin.pe_ops import ready_at
+from kernbench.errors import ConfigError, KernelMisuse
+from kernbench.isa.commands import IpcqRecvCmd, IpcqSendCmd
+from kernbench.isa.dtypes import np_dtype
+from kernbench.isa.handles import Completion
+from kernbench.policy.address.phys_addr import PhysAddr
+from kernbench.topology import naming as nm
+
+Coord = tuple[int, int, int]
+
+# Every direction and the one a message sent that way arrives from.
+_PAIRS = (("N", "S"), ("E", "W"), ("cube_N", "cube_S"), ("cube_E", "cube_W"),
+          ("global_N", "global_S"), ("global_E", "global_W"), ("ring_next", "ring_prev"),
+          ("row_next", "row_prev"), ("col_next", "col_prev"))
+OPPOSITE: dict[str, str] = {a: b for a, b in _PAIRS} | {b: a for a, b in _PAIRS}
+DIRECTIONS: tuple[str, ...] = tuple(d for pair in _PAIRS for d in pair)
+TIERS = ("tcm", "sram")
+
+
+@dataclass(frozen=True)
+class IpcqConfig:
+    """How many receive slots each queue has, how big they are and where they live."""
+
+    slots: int = 4
+    slot_bytes: int = 4096
+    tier: str = "tcm"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.slots, int) or self.slots < 1:
+            raise ConfigError("IPCQ config", "ipcq.slots",
+                              f"must be a positive integer, got {self.slots!r}")
+        if not isinstance(self.slot_bytes, int) or self.slot_bytes < 1 or self.slot_bytes % 64:
+            raise ConfigError("IPCQ config", "ipcq.slot_bytes",
+                              f"must be a positive multiple of 64, got {self.slot_bytes!r}")
+        if self.tier not in TIERS:
+            raise ConfigError("IPCQ config", "ipcq.tier",
+                              f"must be one of {', '.join(TIERS)}, got {self.tier!r}")
+
+
+class _Message:
+    __slots__ = ("arrival", "slot", "shape", "dtype", "nbytes")
+
+    def __init__(self, arrival: float, slot: int, shape: tuple, dtype: str, nbytes: int) -> None:
+        self.arrival, self.slot, self.shape, self.dtype, self.nbytes = (
+            arrival, slot, shape, dtype, nbytes)
+
+
+class IpcqQueue:
+    """Messages from one PE to another over one direction: the sender's credits and
+    the receiver's slots, arrivals and posted receives."""
+
+    def __init__(self, env, src: Coord, dst: Coord, direction: str, cfg: IpcqConfig,
+                 slot_base: PhysAddr) -> None:
+        self.env = env
+        self.src, self.dst, self.direction, self.cfg = src, dst, direction, cfg
+        self.space = cfg.tier
+        self.slot_addrs = [slot_base.offset_by(i * cfg.slot_bytes).encode()
+                           for i in range(cfg.slots)]
+        self.slot_base = slot_base
+        self.credits = cfg.slots
+        self.credit_waiters: deque[Completion] = deque()
+        self.arrived: deque[_Message] = deque()
+        self.posted: deque[Callable[[_Message], None]] = deque()
+        self.sent = 0
+        self.received = 0
+
+
+class PeIpcq:
+    """One PE's queues: the neighbour table and the queues out of and into this PE."""
+
+    def __init__(self, pe) -> None:
+        self.pe = pe
+        self.node_id = pe.ids["pe_ipcq"]
+        self.neighbours: dict[str, Coord] = {}
+        self.out: dict[str, IpcqQueue] = {}
+        self.inbox: dict[str, IpcqQueue] = {}
+        self.config: IpcqConfig | None = None
+
+    def _queue(self, table: dict[str, IpcqQueue], direction: str, verb: str) -> IpcqQueue:
+        if direction not in OPPOSITE:
+            raise KernelMisuse(f"tl.{verb} on {self.pe.prefix}: unknown direction {direction!r} "
+                               f"(allowed: {', '.join(DIRECTIONS)})")
+        q = table.get(direction)
+        if q is None:
+            have = ", ".join(sorted(self.neighbours)) or "none: no process group installed IPCQ"
+            raise KernelMisuse(f"tl.{verb} on {self.pe.prefix}: direction {direction!r} has no "
+                               f"neighbour (this PE's directions: {have})")
+        return q
+
+    def queue_out(self, direction: str) -> IpcqQueue:
+        return self._queue(self.out, direction, "send")
+
+    def queue_in(self, direction: str, verb: str = "recv") -> IpcqQueue:
+        return self._queue(self.inbox, direction, verb)
+
+    def credit(self, q: IpcqQueue) -> Completion | None:
+        """Take a credit of ``q``: None when one was free, else a pending completion."""
+        if q.credits:
+            q.credits -= 1
+            return None
+        comp = Completion(event=self.pe.env.event(),
+                          label=f"for a free slot in the queue toward {q.direction} "
+                                f"({nm.pe_prefix(*q.dst)})")
+        q.credit_waiters.append(comp)
+        return comp
+
+
+def install_queues(engine, tables: dict[Coord, dict[str, Coord]], cfg: IpcqConfig,
+                   alloc_slots: Callable[[Coord, str, int], PhysAddr]) -> int:
+    """Install neighbour tables and create every queue; returns the number of queues.
+
+    ``tables[pe][direction] = peer``; every entry needs its mirror
+    (``tables[peer][OPPOSITE[direction]] == pe``). ``alloc_slots(pe, tier, nbytes)``
+    returns the base of the receiver's slot memory for one queue.
+    """
+    for pe, table in sorted(tables.items()):
+        for d, peer in sorted(table.items()):
+            if d not in OPPOSITE:
+                raise ConfigError("IPCQ neighbour table", nm.pe_prefix(*pe),
+                                  f"unknown direction {d!r} (allowed: {', '.join(DIRECTIONS)})")
+            back = tables.get(peer, {}).get(OPPOSITE[d])
+            if back != pe:
+                raise ConfigError(
+                    "IPCQ neighbour table", nm.pe_prefix(*pe),
+                    f"sends {d} to {nm.pe_prefix(*peer)}, whose {OPPOSITE[d]} is "
+                    f"{nm.pe_prefix(*back) if back else 'not set'}")
+    count = 0
+    for pe, table in sorted(tables.items()):
+        unit = engine.pe(*pe).ipcq
+        unit.neighbours = dict(sorted(table.items()))
+        unit.config = cfg
+        unit.out = {}
+    for pe in sorted(tables):
+        engine.pe(*pe).ipcq.inbox = {}
+    for pe, table in sorted(tables.items()):
+        for d, peer in sorted(table.items()):
+            base = alloc_slots(peer, cfg.tier, cfg.slots * cfg.slot_bytes)
+            q = IpcqQueue(engine.env, pe, peer, d, cfg, base)
+            engine.pe(*pe).ipcq.out[d] = q
+            engine.pe(*peer).ipcq.inbox[OPPOSITE[d]] = q
+            count += 1
+    return count
+
+
+# -- send ------------------------------------------------------------------------------------
+@executes(IpcqSendCmd)
+def execute_send(pe, cmd: IpcqSendCmd, t_issue: float, deps) -> Completion:
+    """Take a credit (blocking), snapshot the source, book the message, land it in a slot."""
+    unit = pe.ipcq
+    q = unit.queue_out(cmd.direction)
+    t = max(pe.scheduler.accept(t_issue, deps), ready_at(cmd.src))
+    waiting = unit.credit(q)
+    if waiting is not None:
+        pe.cpu.wait(waiting)  # the kernel blocks until the receiver frees a slot
+        t = max(t, pe.env.now)
+    src = cmd.src
+    nbytes = src.nbytes
+    nodes = pe.services.flows.ipcq_message(q.src, q.dst, q.space)
+    arrival = pe.services.book_ipcq(nodes, nbytes, t)
+    slot = q.sent % q.cfg.slots
+    q.sent += 1
+    msg = _Message(arrival, slot, src.shape, src.dtype, nbytes)
+    data = pe.data
+    if data is not None:  # the bytes as they are when the send starts (ADR: snapshot)
+        box = {}
+        data.at(t, lambda: box.setdefault("v", pe.data.read(src, pe.mmu)))
+        store, addr = data.store, q.slot_addrs[slot]
+
+        def land() -> None:
+            store.write(q.space, addr, np.ascontiguousarray(box["v"]).reshape(-1).view(np.uint8))
+    else:
+        land = None
+    pe.op_log.record(t, arrival, unit.node_id, "memory", "ipcq_send",
+                     {"direction": cmd.direction, "dst": nm.pe_prefix(*q.dst), "nbytes": nbytes,
+                      "slot": slot}, "IPCQ")
+    pe.network.schedule(arrival, lambda: _deliver(q, msg, land))
+    return Completion(arrival, label=f"send toward {cmd.direction}")
+
+
+def _deliver(q: IpcqQueue, msg: _Message, land) -> None:
+    if land is not None:
+        land()
+    if q.posted:
+        q.posted.popleft()(msg)
+    else:
+        q.arrived.append(msg)
+
+
+# -- receive -----------------------------------------------------------------------------------
+@executes(IpcqRecvCmd)
+def execute_recv(pe, cmd: IpcqRecvCmd, t_issue: float, deps) -> Completion:
+    """Take the next message of the queue from ``cmd.direction`` into ``cmd.dst``."""
+    unit = pe.ipcq
+    q = unit.queue_in(cmd.direction, "recv" if cmd.consume else "recv_no_consume")
+    t = pe.scheduler.accept(t_issue, deps)
+    if q.arrived:
+        done = _take(pe, q, cmd, q.arrived.popleft(), t)
+        return Completion(done, label=f"receive from {cmd.direction}")
+    comp = Completion(event=pe.env.event(),
+                      label=f"for a message from direction {cmd.direction} "
+                            f"({nm.pe_prefix(*q.src)})")
+
+    def on_arrival(msg: _Message) -> None:
+        try:
+            done = _take(pe, q, cmd, msg, t)
+        except KernelMisuse as exc:
+            comp.fail(exc)
+            return
+        pe.network.schedule(done, lambda: comp.complete(done))
+
+    q.posted.append(on_arrival)
+    return comp
+
+
+def _take(pe, q: IpcqQueue, cmd: IpcqRecvCmd, msg: _Message, t: float) -> float:
+    """Copy the message's slot into the destination; free the slot; return the copy's end."""
+    dst = cmd.dst
+    if dst.nbytes != msg.nbytes or dst.dtype != msg.dtype:
+        raise KernelMisuse(
+            f"tl.recv on {pe.prefix} from {cmd.direction}: the message is {msg.nbytes} B of "
+            f"{msg.dtype} {msg.shape} but the receive expects {dst.nbytes} B of {dst.dtype} "
+            f"{dst.shape}")
+    q.received += 1
+    start = max(t, msg.arrival, pe.env.now)
+    addr = q.slot_addrs[msg.slot]
+    if cmd.consume:
+        dst_pa = None if dst.space == "tcm" else pe.mmu.translate_pa(dst.addr)
+        flow = pe.services.flows.ipcq_copy(q.dst, q.space, PhysAddr.decode(addr), dst_pa,
+                                           msg.nbytes)
+        done = pe.services.book_flow(flow, start)
+    else:
+        done = start  # diagnostic: no slot-read charge
+    data = pe.data
+    pe.op_log.record(start, done, pe.ipcq.node_id, "memory",
+                     "ipcq_copy" if cmd.consume else "ipcq_peek",
+                     {"src_space": q.space, "src_addr": addr,
+                      "dst_space": "tcm" if dst.space == "tcm" else "hbm", "dst_addr": dst.addr,
+                      "shape": list(dst.shape), "dtype": dst.dtype, "nbytes": msg.nbytes,
+                      "snapshot": data is not None, "direction": cmd.direction}, "IPCQ")
+    if data is not None:
+        box = {}
+        dt = np_dtype(msg.dtype)
+        data.at(start, lambda: box.setdefault(
+            "v", data.store.read(q.space, addr, dst.shape, dt)))
+        data.at(done, lambda: data.write(dst, box["v"], pe.mmu))
+    # the slot is free once read: its credit travels back to the sender
+    pe.network.schedule(done, lambda: _return_credit(pe, q))
+    return done
+
+
+def _return_credit(pe, q: IpcqQueue) -> None:
+    nodes = pe.services.flows.ipcq_credit(q.dst, q.src)
+    arrival = pe.services.book_ipcq(nodes, 0, pe.env.now)
+    pe.network.schedule(arrival, lambda: _credit_arrives(q))
+
+
+def _credit_arrives(q: IpcqQueue) -> None:
+    if q.credit_waiters:
+        q.credit_waiters.popleft().complete(q.env.now)  # the credit passes straight on
+    else:
+        q.credits += 1

@@ -1,0 +1,333 @@
+"""The ``torch.distributed``-style AHBM backend (docs/host-api.md, docs/adr/0025-collectives.md).
+
+``torch.distributed.init_process_group(backend="ahbm")`` reads
+``config/ccl.yaml``, builds the configured algorithm for the whole system
+(every SIP's CUBEs), installs its PE_IPCQ neighbour tables once, and fixes
+``world_size`` (the algorithm entry's, else ``defaults``', else the SIP
+count: rank = SIP). ``all_reduce(tensor)`` from every rank launches the
+algorithm's program on every participating PE of every SIP at once; each
+participating PE's shard is one buffer and every buffer ends up holding the
+reduction over all of them.
+
+Ranks are greenlets started by ``torch.multiprocessing.spawn``; a collective
+starts when every rank has called it (a real barrier), and ``get_rank`` is
+the calling greenlet's rank.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from greenlet import getcurrent, greenlet
+
+from kernbench.ccl import config as ccl_config
+from kernbench.ccl.group import Group
+from kernbench.ccl.model import Costs, evaluate
+from kernbench.ccl.program import collective_kernel
+from kernbench.components.builtin.pe_ipcq import IpcqConfig, install_queues
+from kernbench.errors import KernelStateError, UsageError
+from kernbench.policy.placement import DPPolicy
+
+OPS = ("sum", "max", "min", "avg")
+DTYPES = ("f16", "bf16", "f32", "i32")
+
+
+class ReduceOp:
+    SUM = "sum"
+    MAX = "max"
+    MIN = "min"
+    AVG = "avg"
+
+
+@dataclass
+class CollectiveResult:
+    """One all-reduce: its launch, the model's prediction and per-phase times."""
+
+    launch: object
+    n: int
+    dtype: str
+    op: str
+    ranks: int
+    predicted_ns: float
+    phases: dict = field(default_factory=dict)  # phase -> (simulated ns, predicted ns)
+
+    @property
+    def latency_ns(self) -> float:
+        return self.launch.kernel_ns
+
+
+class AhbmBackend:
+    """The installed process group: algorithm, neighbour tables and queue config."""
+
+    def __init__(self, ctx, algorithm: str | None = None, config_path=None,
+                 ipcq: dict | None = None, pes=None) -> None:
+        doc = ccl_config.load(config_path)
+        self.cfg = ccl_config.resolve(doc, algorithm, ipcq=ipcq, pes=pes)
+        cls = ccl_config.algorithm_class(self.cfg)
+        spec = ctx.spec
+        if list(self.cfg.pes) != list(range(len(self.cfg.pes))) or \
+                len(self.cfg.pes) > spec.pes_per_cube:
+            raise UsageError(f"ccl pes must be 0..k-1 with k <= {spec.pes_per_cube} "
+                             f"(the PEs of a CUBE that hold a buffer), got {list(self.cfg.pes)}")
+        self.ctx = ctx
+        self.group = Group.from_spec(spec, self.cfg.pes)
+        self.algorithm = cls(self.group)
+        self.world_size = self.cfg.world_size or spec.sips.count
+        self.tables = self.algorithm.directions()
+        system = ctx.system
+        self.queues = install_queues(
+            ctx.engine, self.tables, self.cfg.ipcq,
+            lambda pe, tier, nbytes: system.alloc(tier, *pe, nbytes))
+        self.peers = {pe: dict(t) for pe, t in self.tables.items()}
+
+    @property
+    def name(self) -> str:
+        return self.cfg.name
+
+    # -- one collective over every SIP's buffers ------------------------------------------
+    def all_reduce_all(self, tensors: dict[int, object], op: str = "sum") -> CollectiveResult:
+        """All-reduce the buffers of ``tensors`` ({sip: tensor}, one per SIP)."""
+        op = check_op(op)
+        g = self.group
+        if sorted(tensors) != list(range(g.sips)):
+            raise UsageError(f"all_reduce needs one tensor per SIP (0..{g.sips - 1}), got SIPs "
+                             f"{sorted(tensors)}")
+        first = tensors[0]
+        dtype = first.dtype
+        if dtype not in DTYPES:
+            raise UsageError(f"all_reduce: dtype {dtype!r} is not supported "
+                             f"(allowed: {', '.join(DTYPES)})")
+        if op == "avg" and dtype == "i32":
+            raise UsageError("all_reduce: op 'avg' needs a floating dtype (f16, bf16, f32), "
+                             "got i32")
+        n = None
+        buffers = {}
+        for sip, t in sorted(tensors.items()):
+            if t.dtype != dtype:
+                raise UsageError(f"all_reduce: tensor {t.name!r} is {t.dtype}, others {dtype}")
+            for cube in range(g.cubes):
+                for pe in g.pes:
+                    try:
+                        p = t.local(cube, pe, sip)
+                    except KeyError:
+                        raise UsageError(f"all_reduce: tensor {t.name!r} has no shard on SIP "
+                                         f"{sip} CUBE {cube} PE {pe} (shard it over every "
+                                         f"CUBE and PEs {list(g.pes)})") from None
+                    elems = p.nbytes // first_bpe(t)
+                    if n is None:
+                        n = elems
+                    elif elems != n:
+                        raise UsageError(f"all_reduce: shards differ in size ({elems} vs {n} "
+                                         f"elements)")
+                    buffers[(sip, cube, pe)] = p.pa
+        programs = self.algorithm.program(n)
+        piece = max(1, self.cfg.ipcq.slot_bytes // first_bpe(first))
+        scale = 1.0 / g.size if op == "avg" else None
+        ctx = self.ctx
+        dp = DPPolicy(cube="row_wise", num_cubes=g.cubes, pe="row_wise", num_pes=len(g.pes))
+        launch = ctx.launch(f"all_reduce.{self.name}", collective_kernel,
+                            _per_sip(tensors), n, dtype, op, scale, programs, piece,
+                            dp=dp, sips="all")
+        ctx.wait(launch)
+        costs = Costs(ctx.engine, self.cfg.ipcq.tier)
+        model = evaluate(programs, self.peers, n, dtype, piece, costs, buffers,
+                         scale is not None)
+        start = min(s for s, _ in launch.kernel_spans)
+        phases = phase_times(ctx.engine.op_log, launch, model, start)
+        return CollectiveResult(launch, n, dtype, op, g.size, model["latency_ns"], phases)
+
+
+def first_bpe(t) -> int:
+    from kernbench.isa.dtypes import dtype_bytes
+
+    return dtype_bytes(t.dtype)
+
+
+def _per_sip(tensors):
+    from kernbench.runtime_api.context import PerSip
+
+    return PerSip(dict(tensors))
+
+
+def check_op(op) -> str:
+    name = str(op).lower()
+    if name not in OPS:
+        raise UsageError(f"all_reduce: op {op!r} is not supported (allowed: {', '.join(OPS)})")
+    return name
+
+
+def phase_times(op_log, launch, model, start: float) -> dict:
+    """Per phase: (simulated, predicted) ns from the last rank entering it to the last
+    rank entering the next phase (tl.mark records; the model's marks)."""
+    entered: dict[str, float] = {}
+    for rec in op_log.records:
+        if rec.op_name == "mark" and rec.t_start >= start:
+            label = rec.params["label"]
+            entered[label] = max(entered.get(label, float("-inf")), rec.t_start)
+    predicted: dict[str, float] = {}
+    for marks in model["marks"].values():
+        for label, t in marks.items():
+            predicted[label] = max(predicted.get(label, float("-inf")), t)
+    end_sim = max(e for _, e in launch.kernel_spans)
+    end_model = model["latency_ns"]
+    order = sorted(entered, key=entered.get)
+    out = {}
+    for i, label in enumerate(order):
+        if label == "store":
+            continue
+        nxt = order[i + 1] if i + 1 < len(order) else None
+        sim = (entered[nxt] if nxt else end_sim) - entered[label]
+        pred = ((predicted.get(nxt, end_model) if nxt else end_model)
+                - predicted.get(label, 0.0))
+        out[label] = (max(sim, 0.0), max(pred, 0.0))
+    return out
+
+
+class DistributedContext:
+    """``torch.distributed`` of one host context."""
+
+    ReduceOp = ReduceOp
+
+    def __init__(self, ctx) -> None:
+        self._ctx = ctx
+        self._backend: AhbmBackend | None = None
+        self._rank_by_greenlet: dict = {}
+        self._launcher = None
+        self.last: CollectiveResult | None = None
+
+    def init_process_group(self, backend: str = "ahbm", *, algorithm: str | None = None,
+                           config: str | None = None, ipcq: dict | None = None,
+                           pes=None, world_size=None, rank=None, **_ignored) -> None:
+        """Install the AHBM process group (``world_size``/``rank`` are accepted and
+        ignored, like the environment variables of real PyTorch)."""
+        if backend != "ahbm":
+            raise UsageError(f"unsupported backend {backend!r} (allowed: ahbm)")
+        self._backend = AhbmBackend(self._ctx, algorithm, config, ipcq, pes)
+
+    def is_initialized(self) -> bool:
+        return self._backend is not None
+
+    def _ensure(self) -> AhbmBackend:
+        if self._backend is None:
+            raise KernelStateError("default process group has not been initialized: call "
+                                   "torch.distributed.init_process_group(backend='ahbm') first")
+        return self._backend
+
+    @property
+    def backend(self) -> AhbmBackend:
+        return self._ensure()
+
+    def get_backend(self) -> str:
+        self._ensure()
+        return "ahbm"
+
+    def get_world_size(self) -> int:
+        return self._ensure().world_size
+
+    def get_rank(self) -> int:
+        self._ensure()
+        return self._rank_by_greenlet.get(getcurrent(), 0)
+
+    def destroy_process_group(self) -> None:
+        self._backend = None
+
+    def all_reduce(self, tensor, op: str = ReduceOp.SUM) -> None:
+        """All-reduce ``tensor`` (this rank's, on its SIP) with every other rank's."""
+        backend = self._ensure()
+        check_op(op)
+        launcher = self._launcher
+        if launcher is None:
+            if backend.world_size != 1 or backend.group.sips != 1:
+                raise KernelStateError(
+                    f"all_reduce with {backend.world_size} ranks must be called by every rank: "
+                    f"start them with torch.multiprocessing.spawn")
+            self.last = backend.all_reduce_all({0: tensor}, op)
+            return
+        self.last = launcher.collective(("all_reduce", str(op).lower()), tensor)
+
+    def barrier(self) -> None:
+        """Wait until every rank has reached the barrier."""
+        self._ensure()
+        if self._launcher is not None:
+            self._launcher.collective(("barrier",), None)
+
+
+class Spawner:
+    """``torch.multiprocessing``: rank workers as greenlets on one host process."""
+
+    def __init__(self, ctx) -> None:
+        self._ctx = ctx
+
+    def spawn(self, fn, args: tuple = (), nprocs: int | None = None, join: bool = True):
+        dist = self._ctx.distributed
+        backend = dist._ensure()
+        n = nprocs or backend.world_size
+        if n != backend.world_size:
+            raise UsageError(f"spawn nprocs={n} does not match the process group's world size "
+                             f"{backend.world_size}")
+        launcher = _Launcher(self._ctx, dist, fn, args, n)
+        dist._launcher = launcher
+        try:
+            launcher.run()
+        finally:
+            dist._launcher = None
+
+
+class _Launcher:
+    """Runs rank greenlets until each blocks in a collective or returns; a collective
+    runs when every live rank waits in the same one."""
+
+    def __init__(self, ctx, dist, fn, args, n) -> None:
+        self.ctx, self.dist, self.n = ctx, dist, n
+        self.parent = getcurrent()
+        self.workers = []
+        self.devices = {}
+        self.waiting: dict[int, tuple] = {}
+        for rank in range(n):
+            g = greenlet(lambda r=rank: fn(r, *args), parent=self.parent)
+            dist._rank_by_greenlet[g] = rank
+            self.workers.append(g)
+            self.devices[rank] = rank  # rank = SIP
+        self.result = None
+
+    def collective(self, what: tuple, tensor):
+        rank = self.dist._rank_by_greenlet[getcurrent()]
+        self.devices[rank] = self.ctx.device
+        return self.parent.switch(("wait", what, tensor))
+
+    def run(self) -> None:
+        live = set(range(self.n))
+        resume: dict[int, object] = {r: None for r in live}
+        while live:
+            for rank in sorted(resume):
+                g = self.workers[rank]
+                self.ctx.device = self.devices[rank]
+                request = g.switch(resume[rank]) if not g.dead else None
+                if g.dead:
+                    live.discard(rank)
+                    self.waiting.pop(rank, None)
+                else:
+                    _, what, tensor = request
+                    self.waiting[rank] = (what, tensor)
+            resume = {}
+            if not live:
+                break
+            if set(self.waiting) != live:
+                missing = sorted(set(range(self.n)) - set(self.waiting))
+                kinds = {w[0][0] for w in self.waiting.values()}
+                raise KernelStateError(
+                    f"ranks {sorted(self.waiting)} wait in {'/'.join(sorted(kinds))} but ranks "
+                    f"{missing} returned without calling it")
+            kinds = {w[0] for w in self.waiting.values()}
+            if len(kinds) != 1:
+                raise KernelStateError(f"ranks called different collectives at once: "
+                                       f"{sorted(kinds)}")
+            (what,) = kinds
+            result = None
+            if what[0] == "all_reduce":
+                tensors = {}
+                for rank, (_, t) in sorted(self.waiting.items()):
+                    tensors[t.sip] = t
+                result = self.dist.backend.all_reduce_all(tensors, what[1])
+            resume = {r: result for r in self.waiting}
+            self.waiting = {}

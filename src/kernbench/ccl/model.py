@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from collections import defaultdict, deque
 
-from kernbench.ccl.program import pieces
 from kernbench.components.builtin.pe_ipcq import OPPOSITE
 from kernbench.isa.commands import DmaReadCmd, DmaWriteCmd, IpcqRecvCmd, IpcqSendCmd, MathCmd
 from kernbench.isa.dtypes import dtype_bytes
@@ -99,67 +98,52 @@ class Costs:
 
 
 def evaluate(programs: dict[Coord, list], peers: dict[Coord, dict[str, Coord]], n: int,
-             dtype: str, piece: int, costs: Costs, buffers: dict[Coord, PhysAddr],
+             dtype: str, costs: Costs, buffers: dict[Coord, PhysAddr],
              scale: bool = False) -> dict:
-    """Play every rank's program on the idle-system costs; returns the makespan and
-    the time each rank entered each phase."""
+    """Play every rank's compiled program on the idle-system costs; returns the
+    makespan and the time each rank entered each phase."""
     bpe = dtype_bytes(dtype)
-    clock: dict[Coord, float] = {}
-    for r in programs:
-        clock[r] = costs.d_dma + costs.sched + costs.dma(r, buffers[r], n * bpe, False)
+    clock = {r: costs.d_dma + costs.sched + costs.dma(r, buffers[r], n * bpe, False)
+             for r in programs}
     arrivals: dict[tuple, deque] = defaultdict(deque)
-    cursor = {r: (0, 0, 0) for r in programs}  # (step, piece, action)
+    cursor = {r: (0, 0) for r in programs}  # (step, op)
     marks: dict[Coord, dict[str, float]] = {r: {} for r in programs}
-    cuts = {r: [[pieces(s, ln, piece) for _, _, s, ln in acts] for _, acts in steps]
-            for r, steps in programs.items()}
     pending = deque(sorted(programs))
     stalled = 0
     while pending:
         r = pending.popleft()
         steps = programs[r]
-        si, pj, ai = cursor[r]
+        si, oi = cursor[r]
+        start = cursor[r]
         t = clock[r]
         blocked = False
         while si < len(steps):
-            label, actions = steps[si]
+            label, ops = steps[si]
             marks[r].setdefault(label, t)
-            cut = cuts[r][si]
-            depth = max((len(c) for c in cut), default=0)
-            while pj < depth and not blocked:
-                while ai < len(actions):
-                    kind, direction, _, _ = actions[ai]
-                    parts = cut[ai]
-                    if pj < len(parts):
-                        ln = parts[pj][1]
-                        nbytes = ln * bpe
-                        if kind == "send":
-                            dst = peers[r][direction]
-                            t += costs.d_send
-                            arrivals[(r, dst, direction)].append(
-                                t + costs.sched + costs.message(r, dst, nbytes))
-                        else:
-                            src = peers[r][direction]
-                            q = arrivals[(src, r, OPPOSITE[direction])]
-                            if not q:
-                                blocked = True
-                                break
-                            t = max(t + costs.d_recv + costs.sched, q.popleft())
-                            t += costs.slot_read(r, nbytes)
-                            if kind == "reduce":
-                                t += costs.d_math + costs.sched + costs.reduce(r, ln, nbytes)
-                    ai += 1
-                if blocked:
-                    break
-                ai = 0
-                pj += 1
+            while oi < len(ops):
+                kind, direction, _, ln = ops[oi]
+                nbytes = ln * bpe
+                if kind == "send":
+                    dst = peers[r][direction]
+                    t += costs.d_send
+                    arrivals[(r, dst, direction)].append(
+                        t + costs.sched + costs.message(r, dst, nbytes))
+                else:
+                    q = arrivals[(peers[r][direction], r, OPPOSITE[direction])]
+                    if not q:
+                        blocked = True
+                        break
+                    t = max(t + costs.d_recv + costs.sched, q.popleft())
+                    t += costs.slot_read(r, nbytes)
+                    if kind == "reduce":
+                        t += costs.d_math + costs.sched + costs.reduce(r, ln, nbytes)
+                oi += 1
             if blocked:
                 break
-            pj = 0
-            si += 1
-        moved = cursor[r] != (si, pj, ai)
-        cursor[r] = (si, pj, ai)
+            si, oi = si + 1, 0
+        cursor[r] = (si, oi)
         clock[r] = t
-        stalled = 0 if moved else stalled + 1
+        stalled = 0 if cursor[r] != start else stalled + 1
         if blocked:
             pending.append(r)
             if stalled > len(pending):

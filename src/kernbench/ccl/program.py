@@ -22,8 +22,23 @@ def pieces(start: int, length: int, piece: int) -> list[tuple[int, int]]:
     return [(s, min(piece, start + length - s)) for s in range(start, start + length, piece)]
 
 
-def collective_kernel(x, n, dtype, op, scale, programs, piece, *, tl):
-    """Run this rank's program on its buffer at ``x`` (``n`` elements of ``dtype``).
+def compile_program(steps: list[Step], piece: int) -> list[tuple[str, tuple[Action, ...]]]:
+    """The steps as the kernel runs them: per step, its actions on pieces in issue
+    order (piece 0 of every action, then piece 1, ...)."""
+    out = []
+    for label, actions in steps:
+        cut = [pieces(start, length, piece) for _, _, start, length in actions]
+        ops = []
+        for j in range(max((len(c) for c in cut), default=0)):
+            for (kind, direction, _, _), parts in zip(actions, cut, strict=True):
+                if j < len(parts):
+                    ops.append((kind, direction, *parts[j]))
+        out.append((label, tuple(ops)))
+    return out
+
+
+def collective_kernel(x, n, dtype, op, scale, programs, *, tl):
+    """Run this rank's compiled program on its buffer at ``x`` (``n`` elements).
 
     The buffer is loaded into TCM once, reduced and overwritten in place by the
     program, optionally scaled (``avg``), and stored back.
@@ -32,25 +47,20 @@ def collective_kernel(x, n, dtype, op, scale, programs, piece, *, tl):
     combine = {"sum": tl.add, "avg": tl.add, "max": tl.maximum, "min": tl.minimum}[op]
     buf = tl.load(x, (n,), dtype)
     phase = None
-    for label, actions in steps:
+    for label, ops in steps:
         if label != phase:
             tl.mark(label)
             phase = label
-        cut = [pieces(start, length, piece) for _, _, start, length in actions]
-        for j in range(max((len(c) for c in cut), default=0)):
-            for (kind, direction, _, _), parts in zip(actions, cut, strict=True):
-                if j >= len(parts):
-                    continue
-                s0, ln = parts[j]
-                v = tl.view(buf, s0, ln)
-                if kind == "send":
-                    tl.send(direction, v)
-                elif kind == "copy":
-                    tl.recv(direction, dst=v)
-                else:
-                    with tl.scratch_scope():
-                        got = tl.recv(direction, (ln,), dtype)
-                        combine(v, got, out=v)
+        for kind, direction, start, length in ops:
+            v = tl.view(buf, start, length)
+            if kind == "send":
+                tl.send(direction, v)
+            elif kind == "copy":
+                tl.recv(direction, dst=v)
+            else:
+                with tl.scratch_scope():
+                    got = tl.recv(direction, (length,), dtype)
+                    combine(v, got, out=v)
     if scale is not None:
         tl.mul(buf, scale, out=buf)
     tl.mark("store")

@@ -245,8 +245,17 @@ class Fabric:
         for (ovh, bulk, bw, wire), vc in zip(plan.steps, hit[1], strict=True):
             t += ovh
             d = nbytes / bw
-            t = vc.book(t, d, now)
-            bulk.book(t, d, now)  # bulk yields the link for this long at its next gap
+            ends = vc.ends
+            if ends and t >= ends[-1] and ends[-1] > now:  # BusyTimeline.book's fast path
+                vc.busy_ns += d
+                if t == ends[-1]:
+                    ends[-1] = t + d
+                else:
+                    vc.starts.append(t)
+                    ends.append(t + d)
+            else:
+                t = vc.book(t, d, now)
+            bulk.book(t, d, now)  # bulk traffic yields the link for d at its next gap
             t += wire
         t += plan.overheads[-1]
         return t + nbytes / plan.bottleneck_gbs

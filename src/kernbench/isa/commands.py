@@ -254,7 +254,9 @@ class IpcqRecvCmd(PeCommand):
     direction: str
     dst: TensorHandle
     consume: bool = True
-    hands_to_fabric = True
+    # the slot read books only links near this PE, at the message's arrival or the
+    # CPU's issue time, whichever is later; gap-fit timelines take it in any order
+    hands_to_fabric = False
 
     @property
     def logical_bytes(self) -> int:

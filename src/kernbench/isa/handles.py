@@ -35,7 +35,8 @@ class Completion:
         return self.done_at is not None
 
     def complete(self, t: float, value=None) -> None:
-        """Signal that the work finished at simulated time ``t`` (the current time)."""
+        """Signal that the work finished at simulated time ``t``: the current time, or
+        a later one already fixed (a waiter's clock then moves on to ``t``)."""
         self.done_at = t
         self.value = value
         if self.event is not None:

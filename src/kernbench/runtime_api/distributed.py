@@ -23,7 +23,7 @@ from greenlet import getcurrent, greenlet
 from kernbench.ccl import config as ccl_config
 from kernbench.ccl.group import Group
 from kernbench.ccl.model import Costs, evaluate
-from kernbench.ccl.program import collective_kernel
+from kernbench.ccl.program import collective_kernel, compile_program
 from kernbench.components.builtin.pe_ipcq import IpcqConfig, install_queues
 from kernbench.errors import KernelStateError, UsageError
 from kernbench.policy.placement import DPPolicy
@@ -120,20 +120,20 @@ class AhbmBackend:
                         raise UsageError(f"all_reduce: shards differ in size ({elems} vs {n} "
                                          f"elements)")
                     buffers[(sip, cube, pe)] = p.pa
-        programs = self.algorithm.program(n)
         piece = max(1, self.cfg.ipcq.slot_bytes // first_bpe(first))
+        programs = {r: compile_program(steps, piece)
+                    for r, steps in self.algorithm.program(n).items()}
         scale = 1.0 / g.size if op == "avg" else None
         ctx = self.ctx
         dp = DPPolicy(cube="row_wise", num_cubes=g.cubes, pe="row_wise", num_pes=len(g.pes))
         launch = ctx.launch(f"all_reduce.{self.name}", collective_kernel,
-                            _per_sip(tensors), n, dtype, op, scale, programs, piece,
+                            _per_sip(tensors), n, dtype, op, scale, programs,
                             dp=dp, sips="all")
         ctx.wait(launch)
         costs = Costs(ctx.engine, self.cfg.ipcq.tier)
-        model = evaluate(programs, self.peers, n, dtype, piece, costs, buffers,
-                         scale is not None)
+        model = evaluate(programs, self.peers, n, dtype, costs, buffers, scale is not None)
         start = min(s for s, _ in launch.kernel_spans)
-        phases = phase_times(ctx.engine.op_log, launch, model, start)
+        phases = phase_times(ctx.engine, launch, model, start)
         return CollectiveResult(launch, n, dtype, op, g.size, model["latency_ns"], phases)
 
 
@@ -156,14 +156,14 @@ def check_op(op) -> str:
     return name
 
 
-def phase_times(op_log, launch, model, start: float) -> dict:
+def phase_times(engine, launch, model, start: float) -> dict:
     """Per phase: (simulated, predicted) ns from the last rank entering it to the last
-    rank entering the next phase (tl.mark records; the model's marks)."""
+    rank entering the next phase (the kernels' tl.mark times; the model's marks)."""
     entered: dict[str, float] = {}
-    for rec in op_log.records:
-        if rec.op_name == "mark" and rec.t_start >= start:
-            label = rec.params["label"]
-            entered[label] = max(entered.get(label, float("-inf")), rec.t_start)
+    for coord in launch.pes:
+        for t, label in engine.pe(*coord).cpu.marks:
+            if t >= start:
+                entered[label] = max(entered.get(label, float("-inf")), t)
     predicted: dict[str, float] = {}
     for marks in model["marks"].values():
         for label, t in marks.items():

@@ -36,6 +36,7 @@ class PeCpu:
         self._open: list[Completion] = []
         self.commands = 0
         self.dispatch_cycles = 0.0
+        self.marks: list[tuple[float, str]] = []  # (time, label) of tl.mark calls
 
     def attach(self, runner) -> None:
         """Take the next program's driver (a kernel runner); one program at a time."""
@@ -99,6 +100,7 @@ class PeCpu:
         """``tl.mark``: a zero-cost label at the CPU's current time (phase boundaries)."""
         self.pe.op_log.record(self.t, self.t, self.node_id, "control", "mark",
                               {"label": label})
+        self.marks.append((self.t, label))
 
     def wait_all(self) -> None:
         for comp in self._open:

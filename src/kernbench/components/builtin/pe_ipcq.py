@@ -237,7 +237,7 @@ def execute_recv(pe, cmd: IpcqRecvCmd, t_issue: float, deps) -> Completion:
         except KernelMisuse as exc:
             comp.fail(exc)
             return
-        pe.network.schedule(done, lambda: comp.complete(done))
+        comp.complete(done)  # wakes the kernel now; its clock moves on to the copy's end
 
     q.posted.append(on_arrival)
     return comp
@@ -274,15 +274,11 @@ def _take(pe, q: IpcqQueue, cmd: IpcqRecvCmd, msg: _Message, t: float) -> float:
         data.at(start, lambda: box.setdefault(
             "v", data.store.read(q.space, addr, dst.shape, dt)))
         data.at(done, lambda: data.write(dst, box["v"], pe.mmu))
-    # the slot is free once read: its credit travels back to the sender
-    pe.network.schedule(done, lambda: _return_credit(pe, q))
-    return done
-
-
-def _return_credit(pe, q: IpcqQueue) -> None:
+    # the slot is free once read: its credit (a zero-byte message, which occupies no
+    # link) travels back to the sender
     nodes = pe.services.flows.ipcq_credit(q.dst, q.src)
-    arrival = pe.services.book_ipcq(nodes, 0, pe.env.now)
-    pe.network.schedule(arrival, lambda: _credit_arrives(q))
+    pe.network.schedule(pe.services.book_ipcq(nodes, 0, done), lambda: _credit_arrives(q))
+    return done
 
 
 def _credit_arrives(q: IpcqQueue) -> None:

@@ -36,7 +36,24 @@ POLICIES: dict[str, frozenset[str]] = {
     "mesh_data": frozenset({"command"}) | LEAVE_MESH_KINDS,  # PE DMA to another cube, same SIP
     "mesh_memory": _NO_PE | LEAVE_MESH_KINDS,  # M_CPU DMA to another cube, same SIP
     "local": frozenset({"command"}) | LEAVE_CUBE_KINDS,  # same-cube traffic
+    "local_all": LEAVE_CUBE_KINDS,  # same-cube control messages (command links included)
+    "sip_all": frozenset({"inter_sip", "pcie"}),  # control messages inside one SIP
 }
+
+
+def command_policy(src: str, dst: str) -> str:
+    """Narrowest policy for a control message: same cube, same SIP, or anywhere.
+
+    A narrower policy searches a smaller graph (one Dijkstra tree per source is
+    what launching a kernel on every CUBE of many SIPs costs); the route itself
+    is the same, because leaving a CUBE or SIP and coming back is never shorter.
+    """
+    if nm.same_cube(src, dst):
+        return "local_all"
+    a, b = nm.sip_of(src), nm.sip_of(dst)
+    if a is not None and a == b:
+        return "sip_all"
+    return "all"
 
 
 def scope_policy(src: str, dst: str, wide: str) -> str:
@@ -114,7 +131,9 @@ class PathRouter:
                 if e.kind not in excluded:
                     self._adj[policy].setdefault(e.src, []).append((e.dst, weight))
         self._cache: dict[tuple[str, str, str], tuple[tuple[str, ...], float]] = {}
-        self._trees: dict[tuple[str, str], tuple[dict[str, float], dict[str, str]]] = {}
+        self._trees: dict[tuple[str, str], tuple] = {}  # (policy, source) -> search state
+        self._rtrees: dict[tuple[str, str], tuple] = {}  # (policy, goal) -> reverse search
+        self._radj: dict[str, dict[str, list[tuple[str, float]]]] = {}
 
     # -- public API ------------------------------------------------------------
     def find_path(self, src_pe: str, dst_node: str) -> list[str]:
@@ -151,6 +170,60 @@ class PathRouter:
             hit = self._cache[key] = self._path(policy, src, dst)
         return hit
 
+    def route_to(self, policy: str, src: str, dst: str) -> tuple[tuple[str, ...], float]:
+        """:meth:`route` searched backwards from ``dst``: the same latency, found at the
+        cost of one search per destination when many sources share it (every
+        CUBE's M_CPU reporting to its IO CPU). Equal-latency ties may pick another
+        of the equally short routes."""
+        key = ("to", policy, src, dst)
+        hit = self._cache.get(key)
+        if hit is None:
+            for node in (src, dst):
+                if node not in self._nodes:
+                    raise RoutingError(f"node {node} not found in topology")
+            if src == dst:
+                hit = ((src,), 0.0)
+            else:
+                best, nxt = self._reverse_tree(policy, dst, src)
+                if src not in best:
+                    raise RoutingError(f"no path from {src} to {dst} (policy {policy!r})")
+                path = [src]
+                while path[-1] != dst:
+                    path.append(nxt[path[-1]])
+                hit = (tuple(path), best[src])
+            self._cache[key] = hit
+        return hit
+
+    def _reverse_tree(self, policy: str, goal: str, start: str):
+        radj = self._radj.get(policy)
+        if radj is None:
+            radj = self._radj[policy] = {}
+            for a, outs in self._adj[policy].items():
+                for b, weight in outs:
+                    radj.setdefault(b, []).append((a, weight))
+        key = (policy, goal)
+        state = self._rtrees.get(key)
+        if state is None:
+            seq = count()
+            state = self._rtrees[key] = ({goal: 0.0}, {}, [(0.0, next(seq), goal)], set(), seq)
+        best, nxt, heap, done, seq = state
+        if start in done:
+            return best, nxt
+        while heap:
+            dist, _, node = heapq.heappop(heap)
+            if node in done:
+                continue
+            done.add(node)
+            for prev, weight in radj.get(node, ()):
+                cand = dist + weight
+                if cand < best.get(prev, float("inf")):
+                    best[prev] = cand
+                    nxt[prev] = node
+                    heapq.heappush(heap, (cand, next(seq), prev))
+            if node == start:
+                break
+        return best, nxt
+
     # -- internals -------------------------------------------------------------
     def _path(self, policy: str, start: str, goal: str) -> tuple[tuple[str, ...], float]:
         if policy not in self._adj:
@@ -160,7 +233,7 @@ class PathRouter:
                 raise RoutingError(f"node {node} not found in topology")
         if start == goal:
             return (start,), 0.0
-        best, prev = self._tree(policy, start)
+        best, prev = self._tree(policy, start, goal)
         if goal not in best:
             raise RoutingError(f"no path from {start} to {goal} (policy {policy!r})")
         path = [goal]
@@ -168,18 +241,24 @@ class PathRouter:
             path.append(prev[path[-1]])
         return tuple(reversed(path)), best[goal]
 
-    def _tree(self, policy: str, start: str) -> tuple[dict[str, float], dict[str, str]]:
-        """Shortest-path tree from ``start`` (one Dijkstra per source, then cached)."""
+    def _tree(self, policy: str, start: str, goal: str | None = None
+              ) -> tuple[dict[str, float], dict[str, str]]:
+        """Shortest-path tree from ``start``, grown only until ``goal`` is settled.
+
+        The search state is kept per source and resumed for the next goal, so a
+        route costs what reaching its goal costs (neighbours are found at once on
+        a 12 k-node system), and every route is the one a full Dijkstra gives:
+        settled nodes are final, and ties break by insertion order either way.
+        """
         key = (policy, start)
-        tree = self._trees.get(key)
-        if tree is not None:
-            return tree
+        state = self._trees.get(key)
+        if state is None:
+            seq = count()
+            state = self._trees[key] = ({start: 0.0}, {}, [(0.0, next(seq), start)], set(), seq)
+        best, prev, heap, done, seq = state
+        if goal is not None and goal in done:
+            return best, prev
         adj = self._adj[policy]
-        best = {start: 0.0}
-        prev: dict[str, str] = {}
-        seq = count()
-        heap = [(0.0, next(seq), start)]
-        done: set[str] = set()
         while heap:
             dist, _, node = heapq.heappop(heap)
             if node in done:
@@ -191,5 +270,6 @@ class PathRouter:
                     best[nxt] = cand
                     prev[nxt] = node
                     heapq.heappush(heap, (cand, next(seq), nxt))
-        tree = self._trees[key] = (best, prev)
-        return tree
+            if node == goal:
+                break
+        return best, prev  # goal is in best only once settled (or the heap ran dry)

@@ -310,7 +310,7 @@ def test_node_path_may_use_command_links(graph, router):
     (lambda r: r.find_memory_path("nowhere", "system.host"), "node nowhere not found in topology"),
     (lambda r: r.route("fastest", "system.host", "fabric.switch0"),
      "unknown routing policy 'fastest' "
-     "(allowed: all, data, memory, mesh_data, mesh_memory, local)"),
+     "(allowed: all, data, memory, mesh_data, mesh_memory, local, local_all, sip_all, sip_data)"),
 ])
 def test_unknown_nodes_and_policies_raise(router, call, fragment):
     with pytest.raises(RoutingError) as info:

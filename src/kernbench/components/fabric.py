@@ -48,6 +48,18 @@ class RoutePlan:
         return len(self.wires)
 
 
+class IpcqRoute(NamedTuple):
+    """A route as the IPCQ virtual channel books it: per hop (overhead, IPCQ timeline,
+    bulk timeline, bandwidth, wire)."""
+
+    plan: RoutePlan
+    steps: tuple
+    first_ns: float  # the first node's overhead
+    last_ns: float  # the last node's overhead (0 for a one-node route)
+    bottleneck_gbs: float
+    head_ns: float  # a zero-byte message: every overhead and wire
+
+
 class LegTiming(NamedTuple):
     """Timing of one leg: waits, drain and end; per-node head times on request."""
 
@@ -87,7 +99,6 @@ class Fabric:
         self.graph = graph
         self._timelines: dict[tuple[str, str], BusyTimeline] = {}
         self._ipcq_timelines: dict[tuple[str, str], BusyTimeline] = {}
-        self._ipcq_hops: dict[int, tuple[RoutePlan, tuple[BusyTimeline, ...]]] = {}
         self._plans: dict[tuple[str, ...], RoutePlan] = {}
         self._by_id: dict[int, tuple[tuple[str, ...], RoutePlan]] = {}
         spec = graph.spec
@@ -221,7 +232,17 @@ class Fabric:
         paid = plan.overhead_ns - (plan.overheads[0] if continues else 0.0)
         return LegTiming(plan, nbytes, paid, start, continues, waited, wait, drain, end, bn)
 
-    def book_ipcq(self, plan: RoutePlan, nbytes: int, start: float, now: float) -> float:
+    def ipcq_route(self, nodes: tuple[str, ...]) -> IpcqRoute:
+        """The IPCQ booking plan of a route (cache it: a queue books the same one)."""
+        plan = self.plan(nodes)
+        vcs = tuple(self._ipcq_timeline(a, b) for a, b in zip(nodes, nodes[1:], strict=False))
+        steps = tuple((ovh, vc, bulk, bw, wire)
+                      for (ovh, bulk, bw, wire), vc in zip(plan.steps, vcs, strict=True))
+        return IpcqRoute(plan, steps, plan.overheads[0], plan.overheads[-1] if steps else 0.0,
+                         plan.bottleneck_gbs, plan.overheads[0] + plan.head_ns)
+
+    @staticmethod
+    def book_ipcq(route: IpcqRoute, nbytes: int, start: float, now: float) -> float:
         """Book an IPCQ message on its own virtual channel; return its arrival time.
 
         Each edge has a second timeline for IPCQ traffic, so a message queues only
@@ -230,35 +251,40 @@ class Fabric:
         time is also booked on the bulk timeline at its first free gap, so bulk
         transfers booked later are delayed by exactly the bytes IPCQ took
         (docs/adr/0023-ipcq-virtual-channel.md). Unloaded, the time equals
-        :meth:`book`'s: overheads + wires + drain.
+        :meth:`book`'s: overheads + wires + drain; a zero-byte message (a credit)
+        occupies nothing and takes ``route.head_ns``.
         """
-        t = start + plan.overheads[0]
-        if not plan.wires:
-            return t + (nbytes / plan.bottleneck_gbs if nbytes else 0.0)
-        if not nbytes:  # a credit: head only
-            return t + plan.head_ns
-        hit = self._ipcq_hops.get(id(plan))
-        if hit is None or hit[0] is not plan:
-            vcs = tuple(self._ipcq_timeline(a, b) for a, b in zip(plan.nodes, plan.nodes[1:],
-                                                                   strict=False))
-            hit = self._ipcq_hops[id(plan)] = (plan, vcs)
-        for (ovh, bulk, bw, wire), vc in zip(plan.steps, hit[1], strict=True):
+        if not nbytes:
+            return start + route.head_ns
+        t = start + route.first_ns
+        for ovh, vc, bulk, bw, wire in route.steps:
             t += ovh
             d = nbytes / bw
-            ends = vc.ends
-            if ends and t >= ends[-1] and ends[-1] > now:  # BusyTimeline.book's fast path
+            e = vc.ends  # BusyTimeline.book's fast path, inlined (one pass per hop)
+            if e and t >= e[-1]:
+                last = e[-1]
                 vc.busy_ns += d
-                if t == ends[-1]:
-                    ends[-1] = t + d
+                if last <= now:
+                    if len(e) > 1:
+                        del vc.starts[:-1], e[:-1]
+                    vc.starts[0] = t
+                    e[0] = t + d
+                elif t == last:
+                    e[-1] = t + d
                 else:
                     vc.starts.append(t)
-                    ends.append(t + d)
+                    e.append(t + d)
             else:
                 t = vc.book(t, d, now)
-            bulk.book(t, d, now)  # bulk traffic yields the link for d at its next gap
+            e = bulk.ends  # bulk traffic yields the link for d at its next gap
+            if not e or (t >= e[-1] and e[-1] > now and t != e[-1]):
+                bulk.busy_ns += d
+                bulk.starts.append(t)
+                e.append(t + d)
+            else:
+                bulk.book(t, d, now)
             t += wire
-        t += plan.overheads[-1]
-        return t + nbytes / plan.bottleneck_gbs
+        return t + route.last_ns + nbytes / route.bottleneck_gbs
 
     def _ipcq_timeline(self, src: str, dst: str) -> BusyTimeline:
         key = (src, dst)

@@ -109,10 +109,10 @@ class FlowBuilder:
         def build():
             cmd = self.host_to_hbm_path(pa.sip, pa.cube, node)
             m_cpu = self.resolver.find_m_cpu(pa.sip, pa.cube)
-            back = (self.router.find_memory_path(node, self.resolver.find_pcie_ep(pa.sip))
-                    if hbm_node else _join(
-                        self.router.route(scope_policy(node, m_cpu, "memory"), node, m_cpu)[0],
-                        self.router.find_memory_path(m_cpu, self.resolver.find_pcie_ep(pa.sip))))
+            pcie = self.resolver.find_pcie_ep(pa.sip)
+            back = (self.router.find_memory_path(node, pcie) if hbm_node else _join(
+                self.router.route(scope_policy(node, m_cpu, "memory"), node, m_cpu)[0],
+                self.router.route_to("memory", m_cpu, pcie)[0]))
             data = back
             if to_host:
                 prefix = self._host_prefix(pa.sip)
@@ -188,7 +188,7 @@ class FlowBuilder:
             b = nm.pe_unit(*dst, "pe_ipcq")
             for pe in (src, dst):
                 self.resolver.find_pe(*pe)
-            route = self.router.route(scope_policy(a, b, "data"), a, b)[0]
+            route = self._pe_to_pe(a, b)
             if tier == "tcm":
                 tail = (b, nm.pe_unit(*dst, "pe_tcm"))
             else:
@@ -202,11 +202,22 @@ class FlowBuilder:
         """Route of a credit (a zero-byte message) from receiver ``src`` back to sender ``dst``."""
 
         def build():
-            a = nm.pe_unit(*src, "pe_ipcq")
-            b = nm.pe_unit(*dst, "pe_ipcq")
-            return (self.router.route(scope_policy(a, b, "data"), a, b)[0],)
+            return (self._pe_to_pe(nm.pe_unit(*src, "pe_ipcq"), nm.pe_unit(*dst, "pe_ipcq")),)
 
         return self._cached(("ipcq_credit", src, dst), build)[0]
+
+    def _pe_to_pe(self, a: str, b: str) -> tuple[str, ...]:
+        """Data route between two PE units. Across SIPs it is composed at the IO NoCs,
+        which every inter-SIP path crosses: source to its IO NoC (one backward search
+        per SIP), IO NoC to IO NoC, IO NoC to destination (one search per SIP), so
+        a hundred PEs talking across six SIPs cost a dozen searches, not a hundred."""
+        sa, sb = nm.sip_of(a), nm.sip_of(b)
+        if sa == sb:
+            return self.router.route(scope_policy(a, b, "data"), a, b)[0]
+        ha, hb = nm.io_node(sa, "io_noc"), nm.io_node(sb, "io_noc")
+        return _join(self.router.route_to("sip_data", a, ha)[0],
+                     self.router.route("data", ha, hb)[0],
+                     self.router.route("sip_data", hb, b)[0])
 
     def ipcq_copy(self, pe: tuple[int, int, int], tier: str, slot: PhysAddr,
                   dst: PhysAddr | None, nbytes: int) -> FlowSpec:

@@ -51,5 +51,8 @@ class PeServices(Protocol):
     def book_flow(self, flow, start: float) -> float:
         """Book a flow's fabric resources from ``start``; return its completion time."""
 
-    def book_ipcq(self, nodes: tuple[str, ...], nbytes: int, start: float) -> float:
-        """Book an IPCQ message over ``nodes`` on the IPCQ virtual channel; return arrival."""
+    def ipcq_route(self, nodes: tuple[str, ...]) -> Any:
+        """The IPCQ virtual-channel booking plan of a route (a queue keeps its own)."""
+
+    def book_ipcq(self, route: Any, nbytes: int, start: float) -> float:
+        """Book an IPCQ message on ``route`` on the IPCQ virtual channel; return arrival."""

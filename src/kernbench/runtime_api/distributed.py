@@ -252,6 +252,9 @@ class DistributedContext:
             self._launcher.collective(("barrier",), None)
 
 
+_START = object()  # a worker's first switch passes no value (its rank is bound already)
+
+
 class Spawner:
     """``torch.multiprocessing``: rank workers as greenlets on one host process."""
 
@@ -297,12 +300,13 @@ class _Launcher:
 
     def run(self) -> None:
         live = set(range(self.n))
-        resume: dict[int, object] = {r: None for r in live}
+        resume: dict[int, object] = {r: _START for r in live}
         while live:
             for rank in sorted(resume):
                 g = self.workers[rank]
                 self.ctx.device = self.devices[rank]
-                request = g.switch(resume[rank]) if not g.dead else None
+                value = resume[rank]
+                request = g.switch() if value is _START else g.switch(value)
                 if g.dead:
                     live.discard(rank)
                     self.waiting.pop(rank, None)
@@ -312,7 +316,7 @@ class _Launcher:
             resume = {}
             if not live:
                 break
-            if set(self.waiting) != live:
+            if set(self.waiting) != set(range(self.n)):  # some rank returned instead
                 missing = sorted(set(range(self.n)) - set(self.waiting))
                 kinds = {w[0][0] for w in self.waiting.values()}
                 raise KernelStateError(

@@ -188,11 +188,14 @@ class GraphEngine:
                             continues)[0]
         return t
 
-    def book_ipcq(self, nodes: tuple[str, ...], nbytes: int, start: float) -> float:
-        """Book an IPCQ message (or a zero-byte credit) over ``nodes`` on the IPCQ
-        virtual channel from ``start``; returns its arrival time."""
-        fabric = self.fabric
-        return fabric.book_ipcq(fabric.plan(nodes), nbytes, start, self.env.now)
+    def ipcq_route(self, nodes: tuple[str, ...]):
+        """The IPCQ virtual-channel booking plan of a route (``Fabric.ipcq_route``)."""
+        return self.fabric.ipcq_route(nodes)
+
+    def book_ipcq(self, route, nbytes: int, start: float) -> float:
+        """Book an IPCQ message (or a zero-byte credit) on ``route`` (from
+        :meth:`ipcq_route`) on the IPCQ virtual channel; returns its arrival time."""
+        return self.fabric.book_ipcq(route, nbytes, start, self.env.now)
 
     @property
     def now(self) -> float:

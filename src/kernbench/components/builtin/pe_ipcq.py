@@ -94,6 +94,9 @@ class IpcqQueue:
         self.posted: deque[Callable[[_Message], None]] = deque()
         self.sent = 0
         self.received = 0
+        self.route = None  # the message route's IPCQ booking plan (built on first send)
+        self.credit_ns: float | None = None  # a credit's trip back to the sender
+        self.copies: dict[int, object] = {}  # slot -> its read into the receiver's TCM
 
 
 class PeIpcq:
@@ -186,8 +189,10 @@ def execute_send(pe, cmd: IpcqSendCmd, t_issue: float, deps) -> Completion:
         t = max(t, pe.env.now)
     src = cmd.src
     nbytes = src.nbytes
-    nodes = pe.services.flows.ipcq_message(q.src, q.dst, q.space)
-    arrival = pe.services.book_ipcq(nodes, nbytes, t)
+    services = pe.services
+    if q.route is None:
+        q.route = services.ipcq_route(services.flows.ipcq_message(q.src, q.dst, q.space))
+    arrival = services.book_ipcq(q.route, nbytes, t)
     slot = q.sent % q.cfg.slots
     q.sent += 1
     msg = _Message(arrival, slot, src.shape, src.dtype, nbytes)
@@ -202,8 +207,8 @@ def execute_send(pe, cmd: IpcqSendCmd, t_issue: float, deps) -> Completion:
     else:
         land = None
     pe.op_log.record(t, arrival, unit.node_id, "memory", "ipcq_send",
-                     {"direction": cmd.direction, "dst": nm.pe_prefix(*q.dst), "nbytes": nbytes,
-                      "slot": slot}, "IPCQ")
+                     lambda: {"direction": cmd.direction, "dst": nm.pe_prefix(*q.dst),
+                              "nbytes": nbytes, "slot": slot}, "IPCQ")
     pe.network.schedule(arrival, lambda: _deliver(q, msg, land))
     return Completion(arrival, label=f"send toward {cmd.direction}")
 
@@ -254,20 +259,28 @@ def _take(pe, q: IpcqQueue, cmd: IpcqRecvCmd, msg: _Message, t: float) -> float:
     q.received += 1
     start = max(t, msg.arrival, pe.env.now)
     addr = q.slot_addrs[msg.slot]
-    if cmd.consume:
-        dst_pa = None if dst.space == "tcm" else pe.mmu.translate_pa(dst.addr)
-        flow = pe.services.flows.ipcq_copy(q.dst, q.space, PhysAddr.decode(addr), dst_pa,
-                                           msg.nbytes)
-        done = pe.services.book_flow(flow, start)
-    else:
+    services = pe.services
+    if not cmd.consume:
         done = start  # diagnostic: no slot-read charge
+    elif dst.space == "tcm":  # the common case: one cached flow per slot and size
+        key = (msg.slot, msg.nbytes)
+        flow = q.copies.get(key)
+        if flow is None:
+            flow = q.copies[key] = services.flows.ipcq_copy(
+                q.dst, q.space, PhysAddr.decode(addr), None, msg.nbytes)
+        done = services.book_flow(flow, start)
+    else:
+        flow = services.flows.ipcq_copy(q.dst, q.space, PhysAddr.decode(addr),
+                                        pe.mmu.translate_pa(dst.addr), msg.nbytes)
+        done = services.book_flow(flow, start)
     data = pe.data
     pe.op_log.record(start, done, pe.ipcq.node_id, "memory",
                      "ipcq_copy" if cmd.consume else "ipcq_peek",
-                     {"src_space": q.space, "src_addr": addr,
-                      "dst_space": "tcm" if dst.space == "tcm" else "hbm", "dst_addr": dst.addr,
-                      "shape": list(dst.shape), "dtype": dst.dtype, "nbytes": msg.nbytes,
-                      "snapshot": data is not None, "direction": cmd.direction}, "IPCQ")
+                     lambda: {"src_space": q.space, "src_addr": addr,
+                              "dst_space": "tcm" if dst.space == "tcm" else "hbm",
+                              "dst_addr": dst.addr, "shape": list(dst.shape), "dtype": dst.dtype,
+                              "nbytes": msg.nbytes, "snapshot": data is not None,
+                              "direction": cmd.direction}, "IPCQ")
     if data is not None:
         box = {}
         dt = np_dtype(msg.dtype)
@@ -276,8 +289,9 @@ def _take(pe, q: IpcqQueue, cmd: IpcqRecvCmd, msg: _Message, t: float) -> float:
         data.at(done, lambda: data.write(dst, box["v"], pe.mmu))
     # the slot is free once read: its credit (a zero-byte message, which occupies no
     # link) travels back to the sender
-    nodes = pe.services.flows.ipcq_credit(q.dst, q.src)
-    pe.network.schedule(pe.services.book_ipcq(nodes, 0, done), lambda: _credit_arrives(q))
+    if q.credit_ns is None:
+        q.credit_ns = services.ipcq_route(services.flows.ipcq_credit(q.dst, q.src)).head_ns
+    pe.network.schedule(done + q.credit_ns, lambda: _credit_arrives(q))
     return done
 
 

@@ -38,6 +38,7 @@ POLICIES: dict[str, frozenset[str]] = {
     "local": frozenset({"command"}) | LEAVE_CUBE_KINDS,  # same-cube traffic
     "local_all": LEAVE_CUBE_KINDS,  # same-cube control messages (command links included)
     "sip_all": frozenset({"inter_sip", "pcie"}),  # control messages inside one SIP
+    "sip_data": frozenset({"command", "inter_sip", "pcie"}),  # data inside one SIP (IO included)
 }
 
 
@@ -119,17 +120,34 @@ class AddressResolver:
         return sorted(n for n in self._node_ids if n.endswith(".pcie_ep"))
 
 
+class _Adjacency(dict):
+    """policy -> {node: [(next node, weight)]}, each built the first time it is used."""
+
+    def __init__(self, edges) -> None:
+        super().__init__()
+        self._edges = edges
+
+    def __contains__(self, policy) -> bool:
+        return policy in POLICIES
+
+    def __missing__(self, policy: str) -> dict[str, list[tuple[str, float]]]:
+        excluded = POLICIES[policy]
+        adj: dict[str, list[tuple[str, float]]] = {}
+        for src, dst, kind, weight in self._edges:
+            if kind not in excluded:
+                adj.setdefault(src, []).append((dst, weight))
+        self[policy] = adj
+        return adj
+
+
 class PathRouter:
-    """Shortest head-latency paths under one of four edge-kind policies."""
+    """Shortest head-latency paths under one of the edge-kind policies."""
 
     def __init__(self, graph: TopologyGraph) -> None:
         self._nodes = graph.nodes
-        self._adj: dict[str, dict[str, list[tuple[str, float]]]] = {p: {} for p in POLICIES}
-        for e in graph.edges:
-            weight = e.wire_ns + graph.nodes[e.dst].overhead_ns
-            for policy, excluded in POLICIES.items():
-                if e.kind not in excluded:
-                    self._adj[policy].setdefault(e.src, []).append((e.dst, weight))
+        self._edges = [(e.src, e.dst, e.kind, e.wire_ns + graph.nodes[e.dst].overhead_ns)
+                       for e in graph.edges]
+        self._adj = _Adjacency(self._edges)  # per policy, built on first use
         self._cache: dict[tuple[str, str, str], tuple[tuple[str, ...], float]] = {}
         self._trees: dict[tuple[str, str], tuple] = {}  # (policy, source) -> search state
         self._rtrees: dict[tuple[str, str], tuple] = {}  # (policy, goal) -> reverse search

@@ -1,0 +1,93 @@
+"""``kernbench allreduce``: one all-reduce over a whole system, nccl-tests style."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("allreduce", help="run one all-reduce on every CUBE of every SIP")
+    p.add_argument("--topology", default="default", help="topology file or name")
+    p.add_argument("--algorithm", required=True,
+                   help="collective algorithm (config/ccl.yaml: ring, torus2d, lrab_hierarchical)")
+    p.add_argument("--bytes-per-pe", type=int, required=True, dest="bytes_per_pe",
+                   help="bytes of every rank's buffer")
+    p.add_argument("--dtype", default="f16", help="f16 | f32 | bf16 | i32 (default f16)")
+    p.add_argument("--buffer", default="hbm", help="where buffers live: tcm | sram | hbm")
+    p.add_argument("--op", default="sum", help="sum | max | min | avg (default sum)")
+    p.add_argument("--data", action="store_true", help="data mode: move and reduce real bytes")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (--data)")
+    p.add_argument("--dump", metavar="OUT.npz",
+                   help="write every rank's input and output (needs --data)")
+    p.add_argument("--json", action="store_true", help="print one JSON document instead")
+    p.add_argument("--trace", metavar="OUT.json", help="write a Chrome/Perfetto timeline")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from kernbench.cli.common import resolve_topology
+    from kernbench.errors import UsageError
+    from kernbench.runtime_api.allreduce_run import (
+        NCCL_HEADER,
+        dump_arrays,
+        reference,
+        run_allreduce,
+    )
+    from kernbench.topology import load_topology
+
+    if args.dump and not args.data:
+        raise UsageError("--dump needs --data (timing mode moves no bytes)")
+    graph = load_topology(resolve_topology(args.topology))
+    r = run_allreduce(graph, args.algorithm, args.bytes_per_pe, dtype=args.dtype,
+                      buffer=args.buffer, op=args.op, data=args.data, seed=args.seed,
+                      keep_records=bool(args.trace))
+    check = None
+    if args.data:
+        import numpy as np
+
+        ref = reference(r.inputs, r.op)
+        worst = max(float(np.max(np.abs(o.astype(np.float64) - ref)))
+                    for o in r.outputs.values())
+        check = {"max_abs_error": worst}
+    if args.dump:
+        import numpy as np
+
+        arrays = {k: (v.astype(np.float32) if r.dtype == "bf16" else v)
+                  for k, v in dump_arrays(r).items()}
+        np.savez(args.dump, **arrays)
+    if args.trace:
+        from kernbench.sim_engine.chrome_trace import write_chrome_trace
+
+        write_chrome_trace([(None, r.engine.op_log.records)], args.trace)
+    out = sys.stdout
+    doc = {
+        "topology": r.topology, "algorithm": r.algorithm, "ranks": r.ranks,
+        "size": r.size, "count": r.count, "type": r.dtype, "op": r.op, "buffer": r.buffer,
+        "time_us": r.time_ns / 1000, "algbw_gbs": r.algbw_gbs, "busbw_gbs": r.busbw_gbs,
+        "predicted_us": r.predicted_ns / 1000, "rel_error": r.rel_error,
+        "phases_us": {k: {"simulated": a / 1000, "predicted": b / 1000}
+                      for k, (a, b) in r.phases.items()},
+        "op_counts": {k: r.op_counts.get(k, 0) for k in ("ipcq_copy", "ipcq_send", "dma_read",
+                                                         "dma_write")},
+    }
+    if check is not None:
+        doc["check"] = check
+    if args.json:
+        out.write(json.dumps(doc, sort_keys=True) + "\n")
+        return 0
+    out.write(f"# all_reduce {r.algorithm} on {r.topology}: {r.ranks} ranks, buffers in "
+              f"{r.buffer}\n")
+    out.write("#" + NCCL_HEADER[1:] + "\n")
+    out.write(r.nccl_line() + "\n")
+    out.write("# phases (us, simulated / predicted): " + ", ".join(
+        f"{k} {a / 1000:.3f}/{b / 1000:.3f}" for k, (a, b) in r.phases.items()) + "\n")
+    out.write("# op counts: " + ", ".join(f"{k} {v}" for k, v in doc["op_counts"].items()) + "\n")
+    if check is not None:
+        out.write(f"# data: max |result - numpy reduction| = {check['max_abs_error']:.3g}\n")
+    if args.dump:
+        out.write(f"# arrays written to {args.dump}\n")
+    if args.trace:
+        out.write(f"# trace written to {args.trace}\n")
+    return 0

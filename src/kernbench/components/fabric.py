@@ -277,10 +277,23 @@ class Fabric:
             else:
                 t = vc.book(t, d, now)
             e = bulk.ends  # bulk traffic yields the link for d at its next gap
-            if not e or (t >= e[-1] and e[-1] > now and t != e[-1]):
+            if not e:
                 bulk.busy_ns += d
                 bulk.starts.append(t)
                 e.append(t + d)
+            elif t >= e[-1]:
+                last = e[-1]
+                bulk.busy_ns += d
+                if last <= now:
+                    if len(e) > 1:
+                        del bulk.starts[:-1], e[:-1]
+                    bulk.starts[0] = t
+                    e[0] = t + d
+                elif t == last:
+                    e[-1] = t + d
+                else:
+                    bulk.starts.append(t)
+                    e.append(t + d)
             else:
                 bulk.book(t, d, now)
             t += wire

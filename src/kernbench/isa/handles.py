@@ -62,7 +62,7 @@ class TensorHandle:
     """
 
     __slots__ = ("id", "addr", "shape", "dtype", "space", "pinned", "row_stride",
-                 "transposed", "pending")
+                 "transposed", "pending", "_nbytes")
 
     def __init__(self, id: str, addr: int, shape: tuple[int, ...], dtype: str, space: str,
                  pinned: bool, row_stride: int | None = None, transposed: bool = False,
@@ -76,10 +76,14 @@ class TensorHandle:
         self.row_stride = row_stride
         self.transposed = transposed
         self.pending = pending
+        self._nbytes = -1
 
     @property
     def nbytes(self) -> int:
-        return numel(self.shape) * dtype_bytes(self.dtype)
+        nb = self._nbytes
+        if nb < 0:  # computed once: shape and dtype never change
+            nb = self._nbytes = numel(self.shape) * dtype_bytes(self.dtype)
+        return nb
 
     @property
     def numel(self) -> int:

@@ -73,55 +73,82 @@ def random_input(rng: np.random.Generator, n: int, dtype: str) -> np.ndarray:
     return rng.standard_normal(n).astype(np.float32).astype(np_dtype(dtype))
 
 
+class AllReduceSession:
+    """One engine with the process group installed, running all-reduces one after
+    another (a size sweep). The system is drained and idle between runs, so each run
+    times exactly as it would alone; routes, queues and the group are built once."""
+
+    def __init__(self, graph, algorithm: str, *, dtype: str = "f16", buffer: str = "hbm",
+                 op: str = "sum", data: bool = False, ipcq: dict | None = None, pes=None,
+                 keep_records: bool = False, config: str | None = None) -> None:
+        if dtype not in DTYPES:
+            raise UsageError(f"--dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+        if op not in OPS:
+            raise UsageError(f"--op must be one of {', '.join(OPS)}, got {op!r}")
+        if buffer not in MEMORIES:
+            raise UsageError(f"--buffer must be one of {', '.join(MEMORIES)}, got {buffer!r}")
+        self.graph, self.dtype, self.buffer, self.op, self.data = graph, dtype, buffer, op, data
+        self.engine = GraphEngine(graph, enable_data=data, keep_records=keep_records)
+        self.ctx = RuntimeContext(self.engine)
+        self.ctx.distributed.init_process_group("ahbm", algorithm=algorithm, config=config,
+                                                ipcq=ipcq, pes=pes)
+        self.backend = self.ctx.distributed.backend
+        self.runs = 0
+
+    def run(self, bytes_per_pe: int, seed: int = 0) -> AllReduceRun:
+        dtype, g, ctx, engine = self.dtype, self.backend.group, self.ctx, self.engine
+        bpe = dtype_bytes(dtype)
+        if bytes_per_pe < bpe or bytes_per_pe % bpe:
+            raise UsageError(f"--bytes-per-pe must be a positive multiple of the {dtype} "
+                             f"element size {bpe}, got {bytes_per_pe}")
+        n = bytes_per_pe // bpe
+        per_sip = g.cubes * len(g.pes) * n
+        dp = DPPolicy(cube="row_wise", num_cubes=g.cubes, pe="row_wise", num_pes=len(g.pes))
+        rng = np.random.default_rng(seed)
+        before = dict(engine.op_log.counts)
+        tensors, inputs = {}, {}
+        self.runs += 1
+        for sip in range(g.sips):
+            ctx.set_device(sip)
+            name = f"buf{sip}.{self.runs}"
+            if self.data:
+                arr = random_input(rng, per_sip, dtype)
+                tensors[sip] = ctx.from_numpy(arr, dp=dp, name=name, memory=self.buffer)
+                inputs.update(_split(arr, sip, g, n))
+            else:
+                tensors[sip] = ctx.empty((per_sip,), dtype, dp=dp, name=name,
+                                         memory=self.buffer)
+        result = self.backend.all_reduce_all(tensors, self.op)
+        outputs = {}
+        if self.data:
+            for sip, t in tensors.items():
+                outputs.update(_split(ctx.to_numpy(t), sip, g, n))
+        engine.run()  # let the last credits land: the next run starts on an idle system
+        ctx.cleanup()
+        counts = {k: v - before.get(k, 0) for k, v in sorted(engine.op_log.counts.items())
+                  if v - before.get(k, 0)}
+        return AllReduceRun(self.graph.spec.name, self.backend.name, bytes_per_pe, n, dtype,
+                            self.op, self.buffer, g.size, result.latency_ns,
+                            result.predicted_ns, result.phases, counts, engine, inputs, outputs)
+
+
+def _split(arr: np.ndarray, sip: int, g, n: int) -> dict[Coord, np.ndarray]:
+    out = {}
+    for cube in range(g.cubes):
+        for k, pe in enumerate(g.pes):
+            i = cube * len(g.pes) + k
+            out[(sip, cube, pe)] = arr[i * n:(i + 1) * n].copy()
+    return out
+
+
 def run_allreduce(graph, algorithm: str, bytes_per_pe: int, *, dtype: str = "f16",
                   buffer: str = "hbm", op: str = "sum", data: bool = False, seed: int = 0,
                   ipcq: dict | None = None, pes=None, keep_records: bool = False,
                   config: str | None = None) -> AllReduceRun:
-    if dtype not in DTYPES:
-        raise UsageError(f"--dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
-    if op not in OPS:
-        raise UsageError(f"--op must be one of {', '.join(OPS)}, got {op!r}")
-    if buffer not in MEMORIES:
-        raise UsageError(f"--buffer must be one of {', '.join(MEMORIES)}, got {buffer!r}")
-    bpe = dtype_bytes(dtype)
-    if bytes_per_pe < bpe or bytes_per_pe % bpe:
-        raise UsageError(f"--bytes-per-pe must be a positive multiple of the {dtype} element "
-                         f"size {bpe}, got {bytes_per_pe}")
-    n = bytes_per_pe // bpe
-    engine = GraphEngine(graph, enable_data=data, keep_records=keep_records)
-    ctx = RuntimeContext(engine)
-    dist = ctx.distributed
-    dist.init_process_group("ahbm", algorithm=algorithm, config=config, ipcq=ipcq, pes=pes)
-    backend = dist.backend
-    g = backend.group
-    dp = DPPolicy(cube="row_wise", num_cubes=g.cubes, pe="row_wise", num_pes=len(g.pes))
-    rng = np.random.default_rng(seed)
-    tensors, inputs = {}, {}
-    for sip in range(g.sips):
-        ctx.set_device(sip)
-        if data:
-            arr = random_input(rng, g.cubes * len(g.pes) * n, dtype)
-            tensors[sip] = ctx.from_numpy(arr, dp=dp, name=f"buf{sip}", memory=buffer)
-            for cube in range(g.cubes):
-                for k, pe in enumerate(g.pes):
-                    i = cube * len(g.pes) + k
-                    inputs[(sip, cube, pe)] = arr[i * n:(i + 1) * n].copy()
-        else:
-            tensors[sip] = ctx.empty((g.cubes * len(g.pes) * n,), dtype, dp=dp,
-                                     name=f"buf{sip}", memory=buffer)
-    result = backend.all_reduce_all(tensors, op)
-    outputs = {}
-    if data:
-        for sip, t in tensors.items():
-            arr = ctx.to_numpy(t)
-            for cube in range(g.cubes):
-                for k, pe in enumerate(g.pes):
-                    i = cube * len(g.pes) + k
-                    outputs[(sip, cube, pe)] = arr[i * n:(i + 1) * n].copy()
-    counts = dict(sorted(engine.op_log.counts.items()))
-    return AllReduceRun(graph.spec.name, backend.name, bytes_per_pe, n, dtype, op, buffer,
-                        g.size, result.latency_ns, result.predicted_ns, result.phases, counts,
-                        engine, inputs, outputs)
+    """One all-reduce on a fresh engine (see :class:`AllReduceSession`)."""
+    session = AllReduceSession(graph, algorithm, dtype=dtype, buffer=buffer, op=op, data=data,
+                               ipcq=ipcq, pes=pes, keep_records=keep_records, config=config)
+    return session.run(bytes_per_pe, seed)
 
 
 def reference(inputs: dict[Coord, np.ndarray], op: str) -> np.ndarray:

@@ -37,13 +37,13 @@ from kernbench.isa.commands import (
     PeCommand,
     PeCpuOverheadCmd,
 )
-from kernbench.isa.dtypes import dtype_bytes, np_dtype
+from kernbench.isa.dtypes import DTYPE_NAMES, dtype_bytes, np_dtype
 from kernbench.isa.handles import Completion, TensorHandle
 from kernbench.triton_emu.tl_composite import CompositeMixin
 
 ALIGN = 64
 _FLOATS = ("f16", "bf16", "f32")
-_DTYPES = ("f16", "bf16", "f32", "i32")
+_DTYPES = DTYPE_NAMES  # a queue moves bytes: any device dtype
 
 _active: list[TLContext | None] = [None]
 

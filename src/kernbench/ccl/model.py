@@ -46,6 +46,7 @@ class Costs:
         self.d_dma = cm.dispatch_cycles(DmaReadCmd(h, h)) / self.clock
         self.d_store = cm.dispatch_cycles(DmaWriteCmd(h, h)) / self.clock
         self._routes: dict[tuple, tuple[float, float]] = {}
+        self._ops: dict[tuple, tuple] = {}
         self.hbm_slice_gbs = spec.channels_per_slice * spec.hbm.pseudo_channel_bw_gbs
 
     def _plan(self, nodes) -> tuple[float, float]:
@@ -74,6 +75,26 @@ class Costs:
             flow = self.engine.flows.ipcq_copy(pe, self.tier, slot, None, 1)
             hit = self._routes[key] = self._plan(flow.legs[0].nodes)
         return hit[0] + nbytes * hit[1]
+
+    def op(self, rank: Coord, peers: dict[str, Coord], kind: str, direction: str, nbytes: int,
+           elements: int) -> tuple:
+        """One program action as the play needs it (cached): (is_send, queue key, a, b);
+        a send costs ``a`` on the CPU and arrives ``b`` later, a receive completes at
+        max(clock + a, arrival) + b."""
+        key = (rank, kind, direction, nbytes)
+        hit = self._ops.get(key)
+        if hit is None:
+            peer = peers[direction]
+            if kind == "send":
+                hit = (True, (rank, peer, direction), self.d_send,
+                       self.sched + self.message(rank, peer, nbytes))
+            else:
+                b = self.slot_read(rank, nbytes)
+                if kind == "reduce":
+                    b += self.d_math + self.sched + self.reduce(rank, elements, nbytes)
+                hit = (False, (peer, rank, OPPOSITE[direction]), self.d_recv + self.sched, b)
+            self._ops[key] = hit
+        return hit
 
     def reduce(self, pe: Coord, elements: int, nbytes: int) -> float:
         unit = self.engine.pe(*pe)
@@ -108,11 +129,13 @@ def evaluate(programs: dict[Coord, list], peers: dict[Coord, dict[str, Coord]], 
     arrivals: dict[tuple, deque] = defaultdict(deque)
     cursor = {r: (0, 0) for r in programs}  # (step, op)
     marks: dict[Coord, dict[str, float]] = {r: {} for r in programs}
+    plays = {r: [(label, [costs.op(r, peers[r], kind, d, ln * bpe, ln) for kind, d, _, ln in ops])
+                 for label, ops in steps] for r, steps in programs.items()}
     pending = deque(sorted(programs))
     stalled = 0
     while pending:
         r = pending.popleft()
-        steps = programs[r]
+        steps = plays[r]
         si, oi = cursor[r]
         start = cursor[r]
         t = clock[r]
@@ -121,22 +144,17 @@ def evaluate(programs: dict[Coord, list], peers: dict[Coord, dict[str, Coord]], 
             label, ops = steps[si]
             marks[r].setdefault(label, t)
             while oi < len(ops):
-                kind, direction, _, ln = ops[oi]
-                nbytes = ln * bpe
-                if kind == "send":
-                    dst = peers[r][direction]
-                    t += costs.d_send
-                    arrivals[(r, dst, direction)].append(
-                        t + costs.sched + costs.message(r, dst, nbytes))
-                else:
-                    q = arrivals[(peers[r][direction], r, OPPOSITE[direction])]
+                send, key, a, b = ops[oi]
+                if send:  # a: dispatch, b: sched + message
+                    t += a
+                    arrivals[key].append(t + b)
+                else:  # a: dispatch + sched, b: slot read (+ the combine)
+                    q = arrivals[key]
                     if not q:
                         blocked = True
                         break
-                    t = max(t + costs.d_recv + costs.sched, q.popleft())
-                    t += costs.slot_read(r, nbytes)
-                    if kind == "reduce":
-                        t += costs.d_math + costs.sched + costs.reduce(r, ln, nbytes)
+                    arrived = q.popleft()
+                    t = (t + a if t + a > arrived else arrived) + b
                 oi += 1
             if blocked:
                 break

@@ -46,21 +46,27 @@ def collective_kernel(x, n, dtype, op, scale, programs, *, tl):
     steps = programs[(tl.program_id(2), tl.program_id(1), tl.program_id(0))]
     combine = {"sum": tl.add, "avg": tl.add, "max": tl.maximum, "min": tl.minimum}[op]
     buf = tl.load(x, (n,), dtype)
+    views: dict[tuple[int, int], object] = {}  # one view per slice, reused by every step
+    landing: dict[int, object] = {}  # one receive buffer per piece length
     phase = None
     for label, ops in steps:
         if label != phase:
             tl.mark(label)
             phase = label
         for kind, direction, start, length in ops:
-            v = tl.view(buf, start, length)
+            v = views.get((start, length))
+            if v is None:
+                v = views[(start, length)] = tl.view(buf, start, length)
             if kind == "send":
                 tl.send(direction, v)
             elif kind == "copy":
                 tl.recv(direction, dst=v)
             else:
-                with tl.scratch_scope():
-                    got = tl.recv(direction, (length,), dtype)
-                    combine(v, got, out=v)
+                got = landing.get(length)
+                if got is None:
+                    got = landing[length] = tl.zeros((length,), dtype)
+                tl.recv(direction, dst=got)  # waits for the previous combine to read it
+                combine(v, got, out=v)
     if scale is not None:
         tl.mul(buf, scale, out=buf)
     tl.mark("store")

@@ -77,13 +77,18 @@ class PeCommand:
       arrives, so every dependency's end time must be known by then; a unit
       that waits on events itself (a composite's feeder) sets this False;
     * ``hands_to_fabric``: the command books shared fabric resources, so the
-      CPU hands it over at its own issue time to keep bookings in time order.
+      CPU hands it over at its own issue time to keep bookings in time order;
+    * ``records_reads``: later writers of what it reads must wait for its end. A
+      command that captures its source when it starts (an IPCQ send's snapshot)
+      sets this False: a later writer starts after it anyway (it is issued later
+      and orders after the source's producer).
     """
 
     single_op = True
     waits_for_inputs = True
     needs_known_deps = True
     hands_to_fabric = False
+    records_reads = True
 
     @property
     def logical_bytes(self) -> int:  # pragma: no cover - every subclass overrides
@@ -229,11 +234,14 @@ class PeCpuOverheadCmd(PeCommand):
 
 @dataclass(frozen=True, eq=False)
 class IpcqSendCmd(PeCommand):
-    """``tl.send``: push TCM handle ``src`` into the queue toward ``direction``."""
+    """``tl.send``: push TCM handle ``src`` into the queue toward ``direction``.
+
+    PE_IPCQ books the message itself at the send's start time (a scheduled
+    booking keeps the fabric in time order without stopping the kernel)."""
 
     direction: str
     src: TensorHandle
-    hands_to_fabric = True
+    records_reads = False
 
     @property
     def logical_bytes(self) -> int:

@@ -257,7 +257,9 @@ class TLContext(CompositeMixin):
         for h in handles:
             if h.space != "tcm":
                 raise KernelMisuse(f"math operands must be in TCM, got {h}")
-        if out_shape is None:
+        if out_shape is None and all(h.shape == first.shape for h in handles):
+            out_shape = first.shape
+        elif out_shape is None:
             try:
                 out_shape = np.broadcast_shapes(*(h.shape for h in handles))
             except ValueError:

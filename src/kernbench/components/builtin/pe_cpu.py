@@ -78,8 +78,8 @@ class PeCpu:
         self.commands += 1
         self.dispatch_cycles += cycles
         pe.op_log.record(t0, self.t, self.node_id, "control", "dispatch",
-                         {"cmd": type(cmd).__name__, "cycles": cycles,
-                          "logical_bytes": cmd.logical_bytes}, "PE_CPU")
+                         lambda: {"cmd": type(cmd).__name__, "cycles": cycles,
+                                  "logical_bytes": cmd.logical_bytes}, "PE_CPU")
         if cmd.hands_to_fabric:  # bookings on the shared fabric happen in time order
             self.runner.sleep_until(self.t, "issue at")
         comp = executor_for(type(cmd))(pe, cmd, self.t, raw + other)
@@ -87,8 +87,8 @@ class PeCpu:
             self._open.append(comp)
         elif comp.done_at > self._latest:
             self._latest = comp.done_at
-        if reads or writes:
-            tracker.record(reads, writes, comp)
+        if writes or (reads and cmd.records_reads):
+            tracker.record(reads if cmd.records_reads else [], writes, comp)
         return comp
 
     def wait(self, comp: Completion) -> None:

@@ -97,6 +97,10 @@ class IpcqQueue:
         self.route = None  # the message route's IPCQ booking plan (built on first send)
         self.credit_ns: float | None = None  # a credit's trip back to the sender
         self.copies: dict[int, object] = {}  # slot -> its read into the receiver's TCM
+        # what a kernel blocked on this queue waits for (deadlock reports)
+        self.message_label = (f"for a message from direction {OPPOSITE[direction]} "
+                              f"({nm.pe_prefix(*src)})")
+        self.credit_label = f"for a free slot in the queue toward {direction} ({nm.pe_prefix(*dst)})"
 
 
 class PeIpcq:
@@ -132,9 +136,7 @@ class PeIpcq:
         if q.credits:
             q.credits -= 1
             return None
-        comp = Completion(event=self.pe.env.event(),
-                          label=f"for a free slot in the queue toward {q.direction} "
-                                f"({nm.pe_prefix(*q.dst)})")
+        comp = Completion(event=self.pe.env.event(), label=q.credit_label)
         q.credit_waiters.append(comp)
         return comp
 
@@ -192,10 +194,8 @@ def execute_send(pe, cmd: IpcqSendCmd, t_issue: float, deps) -> Completion:
     services = pe.services
     if q.route is None:
         q.route = services.ipcq_route(services.flows.ipcq_message(q.src, q.dst, q.space))
-    arrival = services.book_ipcq(q.route, nbytes, t)
     slot = q.sent % q.cfg.slots
     q.sent += 1
-    msg = _Message(arrival, slot, src.shape, src.dtype, nbytes)
     data = pe.data
     if data is not None:  # the bytes as they are when the send starts (ADR: snapshot)
         box = {}
@@ -206,11 +206,24 @@ def execute_send(pe, cmd: IpcqSendCmd, t_issue: float, deps) -> Completion:
             store.write(q.space, addr, np.ascontiguousarray(box["v"]).reshape(-1).view(np.uint8))
     else:
         land = None
-    pe.op_log.record(t, arrival, unit.node_id, "memory", "ipcq_send",
-                     lambda: {"direction": cmd.direction, "dst": nm.pe_prefix(*q.dst),
-                              "nbytes": nbytes, "slot": slot}, "IPCQ")
-    pe.network.schedule(arrival, lambda: _deliver(q, msg, land))
-    return Completion(arrival, label=f"send toward {cmd.direction}")
+
+    def book() -> float:
+        arrival = services.book_ipcq(q.route, nbytes, t)
+        msg = _Message(arrival, slot, src.shape, src.dtype, nbytes)
+        pe.op_log.record(t, arrival, unit.node_id, "memory", "ipcq_send",
+                         lambda: {"direction": cmd.direction, "dst": nm.pe_prefix(*q.dst),
+                                  "nbytes": nbytes, "slot": slot}, "IPCQ")
+        pe.network.schedule(arrival, lambda: _deliver(q, msg, land))
+        return arrival
+
+    label = "send"
+    if t <= pe.env.now:
+        return Completion(book(), label=label)
+    # book when simulated time reaches the send (bookings stay in time order) while
+    # the kernel runs on: no switch to SimPy and back per message
+    comp = Completion(event=pe.env.event(), label=label)
+    pe.network.schedule(t, lambda: comp.complete(book()))
+    return comp
 
 
 def _deliver(q: IpcqQueue, msg: _Message, land) -> None:
@@ -231,10 +244,8 @@ def execute_recv(pe, cmd: IpcqRecvCmd, t_issue: float, deps) -> Completion:
     t = pe.scheduler.accept(t_issue, deps)
     if q.arrived:
         done = _take(pe, q, cmd, q.arrived.popleft(), t)
-        return Completion(done, label=f"receive from {cmd.direction}")
-    comp = Completion(event=pe.env.event(),
-                      label=f"for a message from direction {cmd.direction} "
-                            f"({nm.pe_prefix(*q.src)})")
+        return Completion(done, label="receive")
+    comp = Completion(event=pe.env.event(), label=q.message_label)
 
     def on_arrival(msg: _Message) -> None:
         try:

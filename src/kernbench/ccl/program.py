@@ -27,6 +27,9 @@ def compile_program(steps: list[Step], piece: int) -> list[tuple[str, tuple[Acti
     order (piece 0 of every action, then piece 1, ...)."""
     out = []
     for label, actions in steps:
+        if all(a[3] <= piece for a in actions):  # the common case: one piece per action
+            out.append((label, tuple(actions)))
+            continue
         cut = [pieces(start, length, piece) for _, _, start, length in actions]
         ops = []
         for j in range(max((len(c) for c in cut), default=0)):

@@ -21,6 +21,7 @@ from kernbench.isa.handles import Completion
 Executor = Callable[..., Completion]
 
 _EXECUTORS: dict[type, Executor] = {}
+_RESOLVED: dict[type, Executor] = {}  # command type -> executor, after the MRO walk
 
 
 def executes(*command_types: type[PeCommand]) -> Callable[[Executor], Executor]:
@@ -33,6 +34,7 @@ def executes(*command_types: type[PeCommand]) -> Callable[[Executor], Executor]:
                 raise RuntimeError(f"{ct.__name__} is already executed by "
                                    f"{owner.__module__}.{owner.__qualname__}")
             _EXECUTORS[ct] = fn
+        _RESOLVED.clear()
         return fn
 
     return register
@@ -40,9 +42,13 @@ def executes(*command_types: type[PeCommand]) -> Callable[[Executor], Executor]:
 
 def executor_for(command_type: type) -> Executor:
     """The registered executor of a command type (or of its nearest registered base)."""
+    hit = _RESOLVED.get(command_type)
+    if hit is not None:
+        return hit
     for klass in command_type.__mro__:
         fn = _EXECUTORS.get(klass)
         if fn is not None:
+            _RESOLVED[command_type] = fn
             return fn
     raise TypeError(f"no PE unit executes {command_type.__name__} (register one with "
                     f"kernbench.components.builtin.dispatch.executes)")

@@ -68,8 +68,9 @@ class PeCpu:
         if cmd.waits_for_inputs:
             for comp in raw:
                 self.wait(comp)
+        deps = raw + other if other else raw
         if cmd.needs_known_deps:  # the unit times it on arrival: every end must be known
-            for comp in (other if cmd.waits_for_inputs else raw + other):
+            for comp in (other if cmd.waits_for_inputs else deps):
                 if comp.done_at is None:
                     self.runner.wait(comp.event, f"{comp.label} completion")
         cycles = self.cost.dispatch_cycles(cmd)
@@ -82,7 +83,7 @@ class PeCpu:
                                   "logical_bytes": cmd.logical_bytes}, "PE_CPU")
         if cmd.hands_to_fabric:  # bookings on the shared fabric happen in time order
             self.runner.sleep_until(self.t, "issue at")
-        comp = executor_for(type(cmd))(pe, cmd, self.t, raw + other)
+        comp = executor_for(type(cmd))(pe, cmd, self.t, deps)
         if comp.done_at is None:
             self._open.append(comp)
         elif comp.done_at > self._latest:

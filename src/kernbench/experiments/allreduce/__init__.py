@@ -66,8 +66,10 @@ def expand(block: dict, spec: TopologySpec, source: str):
                               f"{s} B is not a whole number of {dtype} elements")
     buffers = block.get("buffers", {})
     kinds = buffers.get("kinds", ["hbm"]) if spec.name in _ids(block, buffers, spec) else ["hbm"]
+    powers = [s for s in sizes if not s & (s - 1)]
+    other_sizes = sizes if buffers.get("between", True) else powers
     workloads = [(f"{a}-{k}", {"kind": "collective", "algorithm": a, "buffer": k,
-                               "dtype": dtype, "sizes": sizes})
+                               "dtype": dtype, "sizes": sizes if k == "hbm" else other_sizes})
                  for a in block["algorithms"] for k in kinds]
     p2p = block.get("pe2pe", {})
     if spec.name in _ids(block, p2p, spec) and p2p.get("sizes"):

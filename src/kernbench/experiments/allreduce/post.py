@@ -377,6 +377,12 @@ def values(df: pd.DataFrame, ctx=None) -> dict[str, Value]:
     kinds = allk.groupby("topology")["buffer"].nunique()
     btopo = kinds.idxmax() if len(kinds) and kinds.max() > 1 else None
     v["buffers/topology"] = text(btopo) if btopo else MISSING
+    if btopo is not None:
+        g = allk[allk["topology"] == btopo]
+        per = g.groupby("size")["buffer"].nunique()
+        v["buffers/size"] = count(int(per[per == per.max()].index.max()))
+    else:
+        v["buffers/size"] = MISSING
     for algo in ALGORITHM_ORDER:
         a = algo.replace("_hierarchical", "")
         for kind in ("sram", "tcm"):
@@ -385,7 +391,9 @@ def values(df: pd.DataFrame, ctx=None) -> dict[str, Value]:
                 v[key] = MISSING
                 continue
             g = allk[(allk["topology"] == btopo) & (allk["algorithm"] == algo)]
-            big = g[g["size"] == g["size"].max()] if len(g) else g
+            common = g.groupby("size")["buffer"].nunique()  # sizes every kind ran
+            common = common[common == common.max()].index if len(common) else []
+            big = g[g["size"] == max(common)] if len(common) else g
             base = big[big["buffer"] == "hbm"]["time_ns"]
             other = big[big["buffer"] == kind]["time_ns"]
             v[key] = ratio(float(other.iloc[0] / base.iloc[0])) if len(base) and len(other) \

@@ -11,6 +11,7 @@ from __future__ import annotations
 from functools import cache
 from pathlib import Path
 
+from kernbench.analysis.latex import escape
 from kernbench.analysis.values import Value, latex
 from kernbench.experiments.registry import Experiment, ordered
 from kernbench.fileio import write_atomic
@@ -103,7 +104,7 @@ def generate(config: dict, tables: dict[str, str | Path], out_dir: str | Path,
     parts = [e for e in exps if e.part == "platform"]
 
     def inputs(group: list[Experiment], command: str) -> str:
-        return "".join(f"\\{command}{{{e.title}}}\\label{{{e.label}}}\n"
+        return "".join(f"\\{command}{{{escape(e.title)}}}\\label{{{e.label}}}\n"
                        f"\\input{{generated/sections/{e.name}.tex}}\n" for e in group)
 
     snippets = {

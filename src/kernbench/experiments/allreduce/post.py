@@ -315,6 +315,8 @@ def values(df: pd.DataFrame, ctx=None) -> dict[str, Value]:
     v["minsize"] = count(int(sizes[0])) if sizes else MISSING
     v["maxsize"] = count(int(sizes[-1])) if sizes else MISSING
     v["ranks"] = count(int(col["ranks"].max())) if len(col) else MISSING
+    v["sips"] = count(int(col["sips"].max())) if len(col) else MISSING
+    v["cubes"] = count(int((col["cube_w"] * col["cube_h"]).max())) if len(col) else MISSING
     v["ref/topology"] = text(topo) if topo else MISSING
     v["maxerrpct"] = errpct(float(_collective(df)["rel_error"].abs().max())) if len(col) \
         else MISSING

@@ -320,6 +320,15 @@ def values(df: pd.DataFrame, ctx=None) -> dict[str, Value]:
     v["ref/topology"] = text(topo) if topo else MISSING
     v["maxerrpct"] = errpct(float(_collective(df)["rel_error"].abs().max())) if len(col) \
         else MISSING
+    allc = _collective(df)
+    if len(allc):
+        worst = allc.loc[allc["rel_error"].abs().idxmax()]
+        v["worst/topology"] = text(worst["topology"])
+        v["worst/algorithm"] = text(worst["algorithm"])
+        v["worst/errpct"] = errpct(abs(float(worst["rel_error"])))
+        v["worst/kind"] = text(str(worst["sip_kind"]))
+    else:
+        v["worst/topology"] = v["worst/algorithm"] = v["worst/errpct"] = v["worst/kind"] = MISSING
     v["linkbound"] = num(float(col["link_bound_gbs"].min()), 0) if len(col) else MISSING
     for t in _topologies(df):
         key = t.replace("_", "")

@@ -66,8 +66,13 @@ def expand(block: dict, spec: TopologySpec, source: str):
                               f"{s} B is not a whole number of {dtype} elements")
     buffers = block.get("buffers", {})
     kinds = buffers.get("kinds", ["hbm"]) if spec.name in _ids(block, buffers, spec) else ["hbm"]
-    powers = [s for s in sizes if not s & (s - 1)]
-    other_sizes = sizes if buffers.get("between", True) else powers
+    other_sizes = sizes
+    if buffers.get("sizes"):
+        other_sizes = [parse_size(x) for x in buffers["sizes"]]
+        for i, x in enumerate(other_sizes):
+            if x not in sizes:
+                raise ConfigError(source, f"experiments.{NAME}.buffers.sizes[{i}]",
+                                  f"{x} B is not one of the sweep's sizes")
     workloads = [(f"{a}-{k}", {"kind": "collective", "algorithm": a, "buffer": k,
                                "dtype": dtype, "sizes": sizes if k == "hbm" else other_sizes})
                  for a in block["algorithms"] for k in kinds]

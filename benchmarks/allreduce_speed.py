@@ -27,28 +27,16 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import simpy
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from engine_speed import bare_simpy  # noqa: E402 - the same baseline loop as the engine benchmark
 
 from kernbench.runtime_api.allreduce_run import AllReduceSession  # noqa: E402
 from kernbench.topology import load_topology  # noqa: E402
 
 SIZE = 96 * 1024
-
-
-def bare_simpy(n: int = 300_000) -> float:
-    env = simpy.Environment()
-
-    def loop(env):
-        for _ in range(n):
-            yield env.timeout(1)
-
-    env.process(loop(env))
-    t0 = time.perf_counter()
-    env.run()
-    return n / (time.perf_counter() - t0)
 
 
 def point(algorithm: str, repeats: int) -> dict:
@@ -57,7 +45,7 @@ def point(algorithm: str, repeats: int) -> dict:
     load_s = time.perf_counter() - t0
     runs, bare = [], []
     for _ in range(repeats):
-        bare.append(bare_simpy())
+        bare.append(bare_simpy(300_000))
         session = AllReduceSession(graph, algorithm)  # a fresh engine: routes searched again
         w0, c0 = time.perf_counter(), time.process_time()
         r = session.run(SIZE)

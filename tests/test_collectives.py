@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 import pytest
@@ -26,7 +26,7 @@ ALGORITHMS = ("ring", "torus2d", "lrab_hierarchical")
 EPS = {"f16": 2.0 ** -11, "bf16": 2.0 ** -8, "f32": 2.0 ** -24}
 
 
-@lru_cache(maxsize=None)
+@cache
 def graph(name: str):
     return load_topology(TOPOLOGIES / f"{name}.yaml")
 
@@ -208,7 +208,7 @@ def test_spawned_ranks_all_reduce_their_own_tensors():
     torch.multiprocessing.spawn(worker, args=(2,), nprocs=3)
     assert seen == {0: 0, 1: 1, 2: 2}
     expect = 2 * (1 + 2 + 3) * g.cubes
-    for rank, t in tensors.items():
+    for t in tensors.values():
         assert np.all(ctx.to_numpy(t) == expect)
 
 

@@ -203,7 +203,8 @@ def test_ipcq_does_not_queue_behind_bulk_dma_but_delays_it(default_graph):
             nodes = eng.flows.ipcq_message(a, c, "tcm")
             dma_nodes = eng.flows.pe_dma_write(0, 0, 0, eng.pe(0, 0, 0).mmu.translate_pa(
                 y.ptr(1, 0)), 4 * m).legs[0].nodes
-            shared = set(zip(nodes, nodes[1:])) & set(zip(dma_nodes, dma_nodes[1:]))
+            shared = (set(zip(nodes, nodes[1:], strict=False))
+                      & set(zip(dma_nodes, dma_nodes[1:], strict=False)))
             assert shared, "the two routes must share a link for this test to mean anything"
             plan = eng.fabric.plan(nodes)
             assert msg.t_end - msg.t_start == pytest.approx(

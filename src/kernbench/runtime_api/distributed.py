@@ -24,8 +24,9 @@ from kernbench.ccl import config as ccl_config
 from kernbench.ccl.group import Group
 from kernbench.ccl.model import Costs, evaluate
 from kernbench.ccl.program import collective_kernel, compile_program
-from kernbench.components.builtin.pe_ipcq import IpcqConfig, install_queues
+from kernbench.components.builtin.pe_ipcq import install_queues
 from kernbench.errors import KernelStateError, UsageError
+from kernbench.isa.dtypes import dtype_bytes
 from kernbench.policy.placement import DPPolicy
 
 OPS = ("sum", "max", "min", "avg")
@@ -114,21 +115,23 @@ class AhbmBackend:
                         raise UsageError(f"all_reduce: tensor {t.name!r} has no shard on SIP "
                                          f"{sip} CUBE {cube} PE {pe} (shard it over every "
                                          f"CUBE and PEs {list(g.pes)})") from None
-                    elems = p.nbytes // first_bpe(t)
+                    elems = p.nbytes // dtype_bytes(t.dtype)
                     if n is None:
                         n = elems
                     elif elems != n:
                         raise UsageError(f"all_reduce: shards differ in size ({elems} vs {n} "
                                          f"elements)")
                     buffers[(sip, cube, pe)] = p.pa
-        piece = max(1, self.cfg.ipcq.slot_bytes // first_bpe(first))
+        piece = max(1, self.cfg.ipcq.slot_bytes // dtype_bytes(first.dtype))
         programs = {r: compile_program(steps, piece)
                     for r, steps in self.algorithm.program(n).items()}
         scale = 1.0 / g.size if op == "avg" else None
         ctx = self.ctx
         dp = DPPolicy(cube="row_wise", num_cubes=g.cubes, pe="row_wise", num_pes=len(g.pes))
+        from kernbench.runtime_api.context import PerSip  # context imports this module
+
         launch = ctx.launch(f"all_reduce.{self.name}", collective_kernel,
-                            _per_sip(tensors), n, dtype, op, scale, programs,
+                            PerSip(tensors), n, dtype, op, scale, programs,
                             dp=dp, sips="all")
         ctx.wait(launch)
         if self._costs is None:
@@ -137,18 +140,6 @@ class AhbmBackend:
         start = min(s for s, _ in launch.kernel_spans)
         phases = phase_times(ctx.engine, launch, model, start)
         return CollectiveResult(launch, n, dtype, op, g.size, model["latency_ns"], phases)
-
-
-def first_bpe(t) -> int:
-    from kernbench.isa.dtypes import dtype_bytes
-
-    return dtype_bytes(t.dtype)
-
-
-def _per_sip(tensors):
-    from kernbench.runtime_api.context import PerSip
-
-    return PerSip(dict(tensors))
 
 
 def check_op(op) -> str:
@@ -331,9 +322,7 @@ class _Launcher:
             (what,) = kinds
             result = None
             if what[0] == "all_reduce":
-                tensors = {}
-                for rank, (_, t) in sorted(self.waiting.items()):
-                    tensors[t.sip] = t
+                tensors = {t.sip: t for _, t in self.waiting.values()}
                 result = self.dist.backend.all_reduce_all(tensors, what[1])
             resume = {r: result for r in self.waiting}
             self.waiting = {}

@@ -50,18 +50,10 @@ def ring_links(tables: Tables, order: list[Coord], nxt: str) -> None:
 def ring_allreduce(programs: Programs, order: list[Coord], start: int, length: int, nxt: str,
                    prv: str, rs_phase: str, ag_phase: str) -> None:
     """Reduce-scatter then all-gather of one slice around ``order``."""
-    p = len(order)
-    if p < 2:
+    if len(order) < 2:
         return
-    parts = [(start + s, ln) for s, ln in chunks(length, p)]
-    for r, rank in enumerate(order):
-        steps = programs.setdefault(rank, [])
-        for s in range(p - 1):
-            a, b = parts[(r - s) % p], parts[(r - s - 1) % p]
-            steps.append((rs_phase, _acts(("send", nxt, *a), ("reduce", prv, *b))))
-        for s in range(p - 1):
-            a, b = parts[(r + 1 - s) % p], parts[(r - s) % p]
-            steps.append((ag_phase, _acts(("send", nxt, *a), ("copy", prv, *b))))
+    ring_reduce_scatter(programs, order, start, length, nxt, prv, rs_phase)
+    ring_all_gather(programs, order, start, length, nxt, prv, ag_phase)
 
 
 def ring_reduce_scatter(programs: Programs, order: list[Coord], start: int, length: int,

@@ -120,6 +120,38 @@ class AddressResolver:
         return sorted(n for n in self._node_ids if n.endswith(".pcie_ep"))
 
 
+def _search_state(origin: str) -> tuple:
+    """A Dijkstra search from ``origin`` not yet grown: (best, prev, heap, settled, seq)."""
+    seq = count()
+    return ({origin: 0.0}, {}, [(0.0, next(seq), origin)], set(), seq)
+
+
+def _grow(state: tuple, adj: dict, target: str | None) -> tuple[dict, dict]:
+    """Grow a search until ``target`` is settled (or everything is); return (best, prev).
+
+    Settled nodes are final and ties break by insertion order, so a search grown in
+    steps gives the routes one full run gives. ``prev`` points toward the origin (a
+    backward search over reversed edges points toward its goal).
+    """
+    best, prev, heap, done, seq = state
+    if target is not None and target in done:
+        return best, prev
+    while heap:
+        dist, _, node = heapq.heappop(heap)
+        if node in done:
+            continue
+        done.add(node)
+        for nxt, weight in adj.get(node, ()):
+            cand = dist + weight
+            if cand < best.get(nxt, float("inf")):
+                best[nxt] = cand
+                prev[nxt] = node
+                heapq.heappush(heap, (cand, next(seq), nxt))
+        if node == target:
+            break
+    return best, prev  # target is in best only once settled (or the heap ran dry)
+
+
 class _Adjacency(dict):
     """policy -> {node: [(next node, weight)]}, each built the first time it is used."""
 
@@ -222,25 +254,8 @@ class PathRouter:
         key = (policy, goal)
         state = self._rtrees.get(key)
         if state is None:
-            seq = count()
-            state = self._rtrees[key] = ({goal: 0.0}, {}, [(0.0, next(seq), goal)], set(), seq)
-        best, nxt, heap, done, seq = state
-        if start in done:
-            return best, nxt
-        while heap:
-            dist, _, node = heapq.heappop(heap)
-            if node in done:
-                continue
-            done.add(node)
-            for prev, weight in radj.get(node, ()):
-                cand = dist + weight
-                if cand < best.get(prev, float("inf")):
-                    best[prev] = cand
-                    nxt[prev] = node
-                    heapq.heappush(heap, (cand, next(seq), prev))
-            if node == start:
-                break
-        return best, nxt
+            state = self._rtrees[key] = _search_state(goal)
+        return _grow(state, radj, start)
 
     # -- internals -------------------------------------------------------------
     def _path(self, policy: str, start: str, goal: str) -> tuple[tuple[str, ...], float]:
@@ -271,23 +286,5 @@ class PathRouter:
         key = (policy, start)
         state = self._trees.get(key)
         if state is None:
-            seq = count()
-            state = self._trees[key] = ({start: 0.0}, {}, [(0.0, next(seq), start)], set(), seq)
-        best, prev, heap, done, seq = state
-        if goal is not None and goal in done:
-            return best, prev
-        adj = self._adj[policy]
-        while heap:
-            dist, _, node = heapq.heappop(heap)
-            if node in done:
-                continue
-            done.add(node)
-            for nxt, weight in adj.get(node, ()):
-                cand = dist + weight
-                if cand < best.get(nxt, float("inf")):
-                    best[nxt] = cand
-                    prev[nxt] = node
-                    heapq.heappush(heap, (cand, next(seq), nxt))
-            if node == goal:
-                break
-        return best, prev  # goal is in best only once settled (or the heap ran dry)
+            state = self._trees[key] = _search_state(start)
+        return _grow(state, self._adj[policy], goal)

@@ -1,0 +1,1 @@
+"""Fused grouped-query attention kernels (decode split-KV, prefill ring, short context)."""

@@ -1,0 +1,1 @@
+"""Workloads: whole-system runs of a kernel family (inputs, placement, launch, checks)."""

@@ -1,0 +1,1 @@
+"""GQA attention workloads: decode split-KV, prefill ring, short-context mappings."""

@@ -1,0 +1,210 @@
+"""One causal prefill of GQA attention over every KV head of a system (Ring Attention).
+
+Each KV head gets a CUBE group of ``C`` CUBEs x ``P`` PEs; the CUBEs are
+numbered along a closed tour of the group (``grid_cycle``), ring position i
+holding KV block i (ranks i * P .. i * P + P - 1, B = ceil(S / (C P)) slots
+each, K stored transposed) and query heads i * G/C .. (i + 1) * G/C - 1. A PE's
+query blocks of ``q_rows`` rows per head are stored back to back in its
+HBM slice, and so are its output rows (f32).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kernbench.ccl.group import grid_cycle
+from kernbench.errors import UsageError
+from kernbench.kernels.attention.helpers import (
+    CubeGroup,
+    block_len,
+    mask_bank,
+    place_groups,
+    reference_attention,
+    tiles,
+    valid_len,
+)
+from kernbench.kernels.attention.prefill import KvTile, PrefillRank, QBlock, gqa_prefill
+from kernbench.policy.placement import DPPolicy
+from kernbench.runtime_api.context import RuntimeContext
+from kernbench.sim_engine.engine import GraphEngine
+from kernbench.workloads.attention.common import (
+    LLAMA3_70B,
+    AttentionRun,
+    Shape,
+    check_positive,
+    count_delta,
+    families,
+    occupancy,
+    random_f16,
+    span,
+)
+
+F16 = 2
+
+
+def ring_cubes(g: CubeGroup) -> list[int]:
+    return [g.cubes[y * g.w + x] for x, y in grid_cycle(g.w, g.h)]
+
+
+def q_blocks_of(S: int, rows: int, pe: int, P: int) -> list[tuple[int, int]]:
+    """(q0, rows) of the query blocks PE ``pe`` takes: blocks pe, pe + P, ..."""
+    return [(s, min(rows, S - s)) for s in range(pe * rows, S, rows * P)]
+
+
+def validate(spec, context: int, users: int, C: int, P: int, q_rows: int, tile: int,
+             shape: Shape) -> None:
+    for name, value in (("context", context), ("users", users), ("C", C), ("P", P),
+                        ("q-rows", q_rows), ("tile", tile)):
+        check_positive(name, value)
+    if shape.G % C:
+        raise UsageError(f"--C {C}: prefill gives every CUBE of a group the same number of "
+                         f"query heads, so C must divide G = {shape.G}")
+    try:
+        place_groups(spec, shape.heads, C, P)
+    except ValueError as exc:
+        raise UsageError(f"--C {C} --P {P} on topology {spec.name!r}: {exc}") from None
+
+
+def run_prefill(graph, context: int, *, users: int = 1, C: int = 8, P: int = 8,
+                q_rows: int = 128, tile: int = 256, data: bool = False, seed: int = 0,
+                shape: Shape = LLAMA3_70B, keep_records: bool = False) -> AttentionRun:
+    spec = graph.spec
+    validate(spec, context, users, C, P, q_rows, tile, shape)
+    groups = place_groups(spec, shape.heads, C, P)
+    G, d, S = shape.G, shape.d, context
+    hpc = G // C  # query heads per CUBE
+    n_ranks = C * P
+    B = block_len(S, n_ranks)
+    per_pe = max(len(q_blocks_of(S, q_rows, p, P)) for p in range(P))
+    q_len = per_pe * hpc * q_rows  # rows of one PE's Q shard
+    engine = GraphEngine(graph, enable_data=data, keep_records=keep_records)
+    ctx = RuntimeContext(engine)
+    rng = np.random.default_rng(seed)
+    arrays: dict[str, np.ndarray] = {}
+    ranks: dict = {}
+    outputs = []
+    for g in groups:
+        ctx.set_device(g.sip)
+        grid = DPPolicy(cube="row_wise", num_cubes=C, cube_start=g.cube_start, pe="row_wise",
+                        num_pes=P)
+        rep = DPPolicy(cube="replicate", num_cubes=C, cube_start=g.cube_start,
+                       pe="replicate", num_pes=P)
+        ring = ring_cubes(g)
+        pos_of = {c: i for i, c in enumerate(ring)}
+        # shard (cube, pe) of a row_wise tensor is block (cube - start) * P + pe
+        shard_rank = [pos_of[g.cube_start + s // P] * P + s % P for s in range(n_ranks)]
+        row_sets = sorted({r for p in range(P) for _, r in q_blocks_of(S, q_rows, p, P)})
+        banks = {}
+        for rows in row_sets:
+            bank = np.tile(mask_bank(rows, tile), (hpc, 1))
+            t = (ctx.from_numpy(bank, dp=rep, name=f"mask{rows}.h{g.head}") if data else
+                 ctx.empty(bank.shape, "f32", dp=rep, name=f"mask{rows}.h{g.head}"))
+            banks[rows] = (t, bank.shape[1])
+        per_user = []
+        for u in range(users):
+            tag = f"{u}_{g.head}" if users > 1 else f"{g.head}"
+            name = f"h{g.head}u{u}"
+            kv_shape, q_shape = (n_ranks * d, B), (n_ranks * q_len, d)
+            if data:
+                q, k, v = (random_f16(rng, (G, S, d)), random_f16(rng, (S, d)),
+                           random_f16(rng, (S, d)))
+                arrays[f"q_{tag}"], arrays[f"k_{tag}"], arrays[f"v_{tag}"] = q, k, v
+                pad = np.zeros((n_ranks * B - S, d), np.float16)
+                kp, vp = np.concatenate([k, pad]), np.concatenate([v, pad])
+                kt = np.concatenate([kp[r * B:(r + 1) * B].T for r in shard_rank])
+                vs = np.concatenate([vp[r * B:(r + 1) * B] for r in shard_rank])
+                qs = np.zeros(q_shape, np.float16)
+                for s in range(n_ranks):
+                    i, p = divmod(shard_rank[s], P)
+                    at = s * q_len
+                    for q0, rows in q_blocks_of(S, q_rows, p, P):
+                        blk = q[i * hpc:(i + 1) * hpc, q0:q0 + rows].reshape(hpc * rows, d)
+                        qs[at:at + hpc * rows] = blk
+                        at += hpc * rows
+                tk = ctx.from_numpy(np.ascontiguousarray(kt), dp=grid, name=f"KT.{name}")
+                tv = ctx.from_numpy(vs, dp=grid, name=f"V.{name}")
+                tq = ctx.from_numpy(qs, dp=grid, name=f"Q.{name}")
+            else:
+                tk = ctx.empty(kv_shape, "f16", dp=grid, name=f"KT.{name}")
+                tv = ctx.empty((n_ranks * B, d), "f16", dp=grid, name=f"V.{name}")
+                tq = ctx.empty(q_shape, "f16", dp=grid, name=f"Q.{name}")
+            to = (ctx.zeros if data else ctx.empty)(q_shape, "f32", dp=grid, name=f"O.{name}")
+            per_user.append((tq, tk, tv, to))
+            outputs.append((tag, g, to))
+        for cube in g.cubes:
+            for pe in range(P):
+                kv = []
+                for _, tk, tv, _ in per_user:
+                    blocks = []
+                    for c in range(C):
+                        lane = []
+                        for pp in range(P):
+                            rank = c * P + pp
+                            ka, va = tk.ptr(ring[c], pp, g.sip), tv.ptr(ring[c], pp, g.sip)
+                            n = valid_len(S, rank, B)
+                            got = tiles(n, tile)
+                            got += [(n, 0)] * (-(-B // tile) - len(got))
+                            lane += [KvTile(ka + s * F16, va + s * d * F16, w, rank * B + s)
+                                     for s, w in got]
+                        blocks.append(tuple(lane))
+                    kv.append(tuple(blocks))
+                qbs, owners = [], []
+                for u, (tq, _, _, to) in enumerate(per_user):
+                    qa, oa = tq.ptr(cube, pe, g.sip), to.ptr(cube, pe, g.sip)
+                    for q0, rows in q_blocks_of(S, q_rows, pe, P):
+                        qbs.append(QBlock(qa, oa, q0, rows))
+                        owners.append(u)
+                        qa += hpc * rows * d * F16
+                        oa += hpc * rows * d * 4
+                ranks[(g.sip, cube, pe)] = PrefillRank(
+                    tuple(qbs), tuple(owners), tuple(kv), pos_of[cube], C, hpc, B, d, tile,
+                    shape.scale, {r: (t.ptr(cube, pe, g.sip), w) for r, (t, w) in banks.items()})
+    if C > 1:
+        tables: dict = {}
+        for g in groups:
+            ring = ring_cubes(g)
+            for i, cube in enumerate(ring):
+                nxt = ring[(i + 1) % C]
+                for pe in range(P):
+                    tables.setdefault((g.sip, cube, pe), {})["ring_next"] = (g.sip, nxt, pe)
+                    tables.setdefault((g.sip, nxt, pe), {})["ring_prev"] = (g.sip, cube, pe)
+        ctx.install_ipcq(tables, slots=4, slot_bytes=max(4096, d * tile * F16))
+    before = dict(engine.op_log.counts)
+    handles = []
+    for g in groups:
+        ctx.set_device(g.sip)
+        dp = DPPolicy(cube="row_wise", num_cubes=C, cube_start=g.cube_start, pe="row_wise",
+                      num_pes=P)
+        handles.append(ctx.launch(f"gqa_prefill.h{g.head}", gqa_prefill, ranks, dp=dp))
+    for h in handles:
+        ctx.wait(h)
+    t0, t1 = span(handles)
+    counts = count_delta(engine, before)
+    max_err = None
+    if data:
+        max_err = 0.0
+        for tag, g, to in outputs:
+            shards = ctx.to_numpy(to)
+            ring = ring_cubes(g)
+            o = np.zeros((G, S, d), np.float32)
+            for s in range(n_ranks):
+                cube, p = g.cube_start + s // P, s % P
+                i = ring.index(cube)
+                at = s * q_len
+                for q0, rows in q_blocks_of(S, q_rows, p, P):
+                    blk = shards[at:at + hpc * rows].reshape(hpc, rows, d)
+                    o[i * hpc:(i + 1) * hpc, q0:q0 + rows] = blk
+                    at += hpc * rows
+            arrays[f"o_{tag}"] = o
+            ref = reference_attention(arrays[f"q_{tag}"], arrays[f"k_{tag}"], arrays[f"v_{tag}"],
+                                      causal=True)
+            max_err = max(max_err, float(np.abs(o - ref).max()))
+    coords = sorted(ranks)
+    flops = 4 * d * (S * (S + 1) // 2) * shape.heads * G * users
+    peak = len(coords) * 2 * spec.pe.mac_rows * spec.pe.mac_cols * spec.pe.clock_ghz  # FLOP/ns
+    params = {"C": C, "P": P, "q_rows": q_rows, "tile": tile, "G": G, "d": d,
+              "heads": shape.heads, "flops": flops}
+    return AttentionRun("prefill", spec.name, S, users, params, t1 - t0, flops / peak,
+                        "compute", counts, families(counts),
+                        occupancy(engine, coords, t1 - t0), len(coords), {}, arrays, max_err,
+                        engine)

@@ -15,6 +15,7 @@ import traceback
 from kernbench import __version__
 from kernbench.cli import (
     allreduce_cmd,
+    attention_cmd,
     bench_cmd,
     experiments_cmd,
     job_cmd,
@@ -28,7 +29,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kernbench", description="KernBench accelerator simulator")
     parser.add_argument("--version", action="version", version=f"kernbench {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    for module in (bench_cmd, probe_cmd, topology_cmd, job_cmd, experiments_cmd, allreduce_cmd):
+    for module in (bench_cmd, probe_cmd, topology_cmd, job_cmd, experiments_cmd, allreduce_cmd,
+                   attention_cmd):
         module.add_parser(sub)
     return parser
 

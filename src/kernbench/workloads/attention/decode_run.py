@@ -159,7 +159,7 @@ def run_decode(graph, context: int, *, users: int = 1, C: int = 2, P: int = 8,
                       num_pes=P)
         handles.append(ctx.launch(f"gqa_decode.h{g.head}", gqa_decode, ranks, dp=dp))
     if progress is not None:
-        progress.watch(engine, lambda: sum(engine.pe(*c).cpu.commands for c in ranks))
+        progress.watch(engine, handles)
     for h in handles:
         ctx.wait(h)
     t0, t1 = span(handles)

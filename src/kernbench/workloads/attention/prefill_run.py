@@ -67,7 +67,7 @@ def validate(spec, context: int, users: int, C: int, P: int, q_rows: int, tile: 
 
 def run_prefill(graph, context: int, *, users: int = 1, C: int = 8, P: int = 8,
                 q_rows: int = 128, tile: int = 256, data: bool = False, seed: int = 0,
-                shape: Shape = LLAMA3_70B, keep_records: bool = False) -> AttentionRun:
+                shape: Shape = LLAMA3_70B, keep_records: bool = False, progress=None) -> AttentionRun:
     spec = graph.spec
     validate(spec, context, users, C, P, q_rows, tile, shape)
     groups = place_groups(spec, shape.heads, C, P)
@@ -176,6 +176,8 @@ def run_prefill(graph, context: int, *, users: int = 1, C: int = 8, P: int = 8,
         dp = DPPolicy(cube="row_wise", num_cubes=C, cube_start=g.cube_start, pe="row_wise",
                       num_pes=P)
         handles.append(ctx.launch(f"gqa_prefill.h{g.head}", gqa_prefill, ranks, dp=dp))
+    if progress is not None:
+        progress.watch(engine, handles)
     for h in handles:
         ctx.wait(h)
     t0, t1 = span(handles)

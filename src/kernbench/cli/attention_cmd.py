@@ -1,0 +1,98 @@
+"""``kernbench attention``: one GQA attention layer (Llama-3 70B heads) on a whole system."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("attention", help="run one fused GQA attention layer (decode, prefill "
+                                         "or a short-context mapping)")
+    p.add_argument("--mode", required=True, help="decode | prefill | short")
+    p.add_argument("--topology", default="llama70b_4sip", help="topology file or name")
+    p.add_argument("--context", type=int, required=True, help="KV tokens (prefill: also queries)")
+    p.add_argument("--users", type=int, default=1, help="users in the batch, each its own KV")
+    p.add_argument("--C", type=int, dest="C", help="CUBEs per KV head (decode 2, prefill 8)")
+    p.add_argument("--P", type=int, dest="P", default=8, help="PEs per CUBE (default 8)")
+    p.add_argument("--variant", default="opt3", help="decode pipelining: opt1 | opt2 | opt3")
+    p.add_argument("--tile", type=int, help="KV tile in tokens (decode 1024, prefill 256, "
+                                            "short 256)")
+    p.add_argument("--q-rows", type=int, dest="q_rows", default=128,
+                   help="prefill query rows per block (default 128)")
+    p.add_argument("--mapping", default="A2", help="short context: A1 | A2 | A4 | B")
+    p.add_argument("--tier", type=int, default=3, help="short context: 1 primitives, "
+                                                       "2 GEMM composite, 3 + softmax_merge")
+    p.add_argument("--phase", default="decode", help="short context: decode | prefill")
+    p.add_argument("--data", action="store_true", help="data mode: compute real values")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (--data)")
+    p.add_argument("--dump", metavar="OUT.npz", help="write the logical Q, K, V, O arrays "
+                                                     "(needs --data)")
+    p.add_argument("--json", action="store_true", help="print one JSON document instead")
+    p.add_argument("--trace", metavar="OUT.json", help="write a Chrome/Perfetto timeline")
+    p.set_defaults(func=run)
+
+
+def _run(args, graph, progress):
+    from kernbench.errors import UsageError
+
+    common = dict(users=args.users, data=args.data, seed=args.seed,
+                  keep_records=bool(args.trace), progress=progress)
+    if args.mode == "decode":
+        from kernbench.workloads.attention.decode_run import run_decode
+
+        return run_decode(graph, args.context, C=args.C or 2, P=args.P, variant=args.variant,
+                          tile=args.tile or 1024, **common)
+    if args.mode == "prefill":
+        from kernbench.workloads.attention.prefill_run import run_prefill
+
+        return run_prefill(graph, args.context, C=args.C or 8, P=args.P, q_rows=args.q_rows,
+                           tile=args.tile or 256, **common)
+    if args.mode == "short":
+        from kernbench.workloads.attention.short_run import run_short
+
+        return run_short(graph, args.phase, args.context, mapping=args.mapping, tier=args.tier,
+                         tile=args.tile or 256, q_rows=args.q_rows, **common)
+    raise UsageError(f"--mode must be decode, prefill or short, got {args.mode!r}")
+
+
+def run(args: argparse.Namespace) -> int:
+    from kernbench.cli.common import resolve_topology
+    from kernbench.errors import UsageError
+    from kernbench.topology import load_topology
+    from kernbench.workloads.attention.progress import Progress
+
+    if args.dump and not args.data:
+        raise UsageError("--dump needs --data (timing mode computes no values)")
+    graph = load_topology(resolve_topology(args.topology))
+    r = _run(args, graph, None if args.json else Progress(sys.stderr))
+    if args.dump:
+        import numpy as np
+
+        np.savez(args.dump, **r.arrays)
+    if args.trace:
+        from kernbench.sim_engine.chrome_trace import write_chrome_trace
+
+        write_chrome_trace([(None, r.engine.op_log.records)], args.trace)
+    doc = r.summary()
+    out = sys.stdout
+    if args.json:
+        out.write(json.dumps(doc, sort_keys=True) + "\n")
+        return 0
+    knobs = ", ".join(f"{k}={v}" for k, v in r.params.items() if k not in ("kv_bytes", "flops"))
+    out.write(f"# attention {r.mode} on {r.topology}: context {r.context}, users {r.users}, "
+              f"{r.pes} PEs ({knobs})\n")
+    out.write(f"latency {r.latency_ns / 1000:.3f} us   bound ({r.bound_kind}) "
+              f"{r.bound_ns / 1000:.3f} us   gap {100 * r.gap:+.1f} %   "
+              f"({100 * r.bound_ns / r.latency_ns:.1f} % of the bound)\n")
+    out.write("# op counts: " + ", ".join(f"{k} {v}" for k, v in r.families.items()) + "\n")
+    out.write("# engine occupancy (% of the span, mean over PEs): " + ", ".join(
+        f"{k} {v:.1f}" for k, v in r.occupancy.items()) + "\n")
+    if r.max_error is not None:
+        out.write(f"# data: max |O - numpy attention| = {r.max_error:.3g}\n")
+    if args.dump:
+        out.write(f"# arrays written to {args.dump}\n")
+    if args.trace:
+        out.write(f"# trace written to {args.trace}\n")
+    return 0

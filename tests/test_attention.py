@@ -1,0 +1,249 @@
+"""Fused GQA attention: numerics against numpy, and the levers read from the op log.
+
+Decode (split-KV + two-level reduce) and prefill (causal ring) run on whole
+systems in data mode with random non-symmetric f16 inputs at contexts that are
+not multiples of the tile; every output is compared with plain softmax
+attention in float64 (tolerance: a few f16 ulps of O, whose entries are O(1)).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from kernbench.cli.main import main
+from kernbench.errors import UsageError
+from kernbench.kernels.attention.helpers import (
+    block_len,
+    centre_depth,
+    centre_role,
+    place_groups,
+    reference_attention,
+    tiles,
+    tree_role,
+    tree_rounds,
+    valid_len,
+)
+from kernbench.topology import load_topology
+from kernbench.workloads.attention.common import Shape
+from kernbench.workloads.attention.decode_run import ipcq_tables, root_of, run_decode
+from kernbench.workloads.attention.prefill_run import q_blocks_of, run_prefill
+
+from .conftest import TOPOLOGIES
+
+TOL = 2e-3  # f16 inputs, f32 accumulation: the error is far below one f16 ulp of O(1)
+SMALL = Shape(heads=2, G=8, d=32)
+
+
+@pytest.fixture(scope="module")
+def llama_graph():
+    return load_topology(TOPOLOGIES / "llama70b_4sip.yaml")
+
+
+# -- placement arithmetic ---------------------------------------------------------------------
+@pytest.mark.parametrize("S,ranks", [(1, 16), (777, 16), (4096, 64), (131071, 16)])
+def test_contiguous_blocks_cover_every_token_once(S, ranks):
+    B = block_len(S, ranks)
+    owner = np.full(S, -1)
+    for r in range(ranks):
+        n = valid_len(S, r, B)
+        assert owner[r * B:r * B + n].tolist() == [-1] * n
+        owner[r * B:r * B + n] = r
+    assert (owner >= 0).all() and (np.diff(owner) >= 0).all()  # contiguous, in rank order
+
+
+def test_groups_cover_all_sips_two_per_sip(llama_graph):
+    groups = place_groups(llama_graph.spec, 8, 8, 8)
+    assert [g.sip for g in groups] == [0, 0, 1, 1, 2, 2, 3, 3]
+    assert [g.cube_start for g in groups] == [0, 8] * 4
+    assert all((g.w, g.h) == (4, 2) for g in groups)
+    cubes = {(g.sip, c) for g in groups for c in g.cubes}
+    assert len(cubes) == 64  # every CUBE of the system, none twice
+
+
+@pytest.mark.parametrize("P", [1, 2, 3, 5, 8])
+def test_binomial_tree_reaches_pe0_in_ceil_log2_rounds(P):
+    depth = {0: 0}
+    for pe in range(1, P):
+        hops, at = 0, pe
+        while at:
+            _, (_, at) = tree_role(at, P)
+            hops += 1
+        depth[pe] = hops
+    rounds = math.ceil(math.log2(P)) if P > 1 else 0
+    assert tree_rounds(P) == rounds == len(tree_role(0, P)[0])  # the root merges once a round
+    assert max(depth.values()) <= rounds and (P & (P - 1) or max(depth.values()) == rounds)
+
+
+@pytest.mark.parametrize("w,h", [(1, 1), (2, 1), (4, 1), (4, 2), (3, 3)])
+def test_centre_root_reduce_depth(w, h):
+    def hops(x, y):
+        n = 0
+        while True:
+            _, parent = centre_role(x, y, w, h)
+            if parent is None:
+                return n
+            x, y = parent[1]
+            n += 1
+
+    assert max(hops(x, y) for x in range(w) for y in range(h)) == centre_depth(w, h)
+
+
+# -- decode -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("C,P,variant,S", [(1, 1, "opt3", 300), (1, 8, "opt1", 777),
+                                           (2, 8, "opt2", 1000), (4, 2, "opt3", 513)])
+def test_decode_matches_numpy(default_graph, C, P, variant, S):
+    r = run_decode(default_graph, S, C=C, P=P, variant=variant, tile=64, data=True, seed=C * P,
+                   shape=Shape(heads=2, G=8, d=128))
+    assert r.max_error < TOL
+    for h in range(2):  # the dump holds the logical arrays
+        ref = reference_attention(r.arrays[f"q_{h}"], r.arrays[f"k_{h}"], r.arrays[f"v_{h}"],
+                                  causal=False)
+        np.testing.assert_allclose(r.arrays[f"o_{h}"], ref, atol=TOL)
+        assert r.arrays[f"k_{h}"].shape == (S, 128) and r.arrays[f"o_{h}"].shape == (8, 128)
+
+
+def test_batched_decode_keeps_users_apart(default_graph):
+    r = run_decode(default_graph, 200, users=3, C=1, P=2, tile=64, data=True, shape=SMALL)
+    assert r.max_error < TOL
+    assert {"q_2_1", "o_0_0", "k_1_1"} <= set(r.arrays)
+    assert not np.allclose(r.arrays["o_0_0"], r.arrays["o_1_0"])
+
+
+def test_decode_kv_reads_do_not_grow_with_G(default_graph):
+    runs = {G: run_decode(default_graph, 1024, C=1, P=2, tile=128, shape=Shape(2, G, 128))
+            for G in (1, 8)}
+    assert runs[1].families["dma_read"] == runs[8].families["dma_read"]
+    assert runs[1].params["kv_bytes"] == runs[8].params["kv_bytes"]
+
+
+@pytest.mark.parametrize("C,P", [(1, 8), (2, 8), (4, 2)])
+def test_decode_reduce_is_a_static_tree_landing_on_one_rank(default_graph, C, P):
+    shape = Shape(heads=2, G=8, d=128)
+    r = run_decode(default_graph, 4 * C * P, C=C, P=P, tile=64, shape=shape, keep_records=True)
+    groups = place_groups(default_graph.spec, 2, C, P)
+    tables = ipcq_tables(groups)
+    recv = {}
+    for rec in r.engine.op_log.records:
+        if rec.op_name == "ipcq_copy":
+            pe = rec.component_id.rsplit(".", 1)[0]
+            recv[pe] = recv.get(pe, 0) + 1
+    # every rank but the root sends (m, l, O) exactly once up the tree
+    assert sum(recv.values()) == 3 * (C * P - 1) * 2
+    writers = {rec.component_id.rsplit(".", 1)[0] for rec in r.engine.op_log.records
+               if rec.op_name == "dma_write"}
+    assert writers == {f"sip{s}.cube{c}.pe{p}" for s, c, p in map(root_of, groups)}
+    # tree depth: ceil(log2 P) rounds in the CUBE plus the centre-mesh depth over C
+    for g in groups:
+        root = root_of(g)
+        depth, frontier, seen = 0, [root], {root}
+        while True:
+            nxt = [peer for node in frontier for peer in tables.get(node, {}).values()
+                   if peer not in seen]
+            if not nxt:
+                break
+            seen.update(nxt)
+            frontier, depth = nxt, depth + 1
+        assert len(seen) == C * P
+        assert r.params["reduce_rounds"] == tree_rounds(P) + (centre_depth(g.w, g.h) if C > 1
+                                                              else 0)
+        assert depth <= r.params["reduce_rounds"]
+
+
+def test_tiled_sweep_overlaps_loads_and_compute(default_graph):
+    r = run_decode(default_graph, 8192, C=1, P=1, tile=512, shape=Shape(2, 8, 128))
+    occ = r.occupancy
+    serial = occ["dma_read_channel"] + occ["gemm"] + occ["math"]  # % of the span each
+    assert serial > 100.0  # the serial sum of loads and compute exceeds the latency
+
+
+def _per_tile_cycles(graph, variant: str) -> float:
+    def cycles(S):
+        r = run_decode(graph, S, C=1, P=1, tile=128, variant=variant, shape=Shape(1, 8, 128))
+        return r.engine.pe(0, 0, 0).cpu.dispatch_cycles
+    return cycles(6 * 128) - cycles(5 * 128)
+
+
+@pytest.mark.parametrize("R", [0.25, 0.0625, 0.03125])
+def test_dispatch_cycles_per_tile_opt2_below_opt3(tmp_path, R):
+    path = tmp_path / f"r{R}.yaml"
+    path.write_text(f"schema_version: 1\nextends: {TOPOLOGIES / 'single_cube.yaml'}\n"
+                    f"name: r\ndescription: R sweep\npe:\n  pe_cost_model:\n"
+                    f"    byte_cycles_recip: {R}\n")
+    graph = load_topology(path)
+    opt2, opt3 = _per_tile_cycles(graph, "opt2"), _per_tile_cycles(graph, "opt3")
+    assert opt2 < opt3
+    if R == 0.0625:  # the default calibration
+        assert opt3 > 2 * opt2
+
+
+# -- prefill ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("C,P,S,q_rows,tile", [(1, 2, 70, 16, 32), (2, 2, 150, 16, 32),
+                                               (4, 2, 203, 16, 32), (8, 1, 130, 32, 32)])
+def test_causal_prefill_matches_numpy(default_graph, C, P, S, q_rows, tile):
+    r = run_prefill(default_graph, S, C=C, P=P, q_rows=q_rows, tile=tile, data=True, seed=S,
+                    shape=SMALL)
+    assert r.max_error < TOL
+    assert r.arrays["q_0"].shape == (8, S, 32) and r.arrays["o_1"].shape == (8, S, 32)
+
+
+def _lane_tiles(S, C, P, tile):
+    B = block_len(S, C * P)
+    return [(r * B + s, w) for r in range(C * P) for s, w in tiles(valid_len(S, r, B), tile)]
+
+
+@pytest.mark.parametrize("C,P,S", [(2, 2, 150), (4, 1, 203)])
+def test_prefill_levers(default_graph, C, P, S):
+    q_rows, tile = 16, 32
+    r = run_prefill(default_graph, S, C=C, P=P, q_rows=q_rows, tile=tile, shape=SMALL)
+    kv = _lane_tiles(S, C, P, tile)
+    lower, rotations, full = 0, 0, 0
+    for pe in range(P):
+        for q0, rows in q_blocks_of(S, q_rows, pe, P):
+            lower += sum(1 for k0, _ in kv if k0 <= q0 + rows - 1)
+            full += len(kv)
+            # tile t rotates while its copy in block 0 is not all-future: C steps, C-1 hops
+            block0 = [k0 for k0, w in kv[:len(kv) // C] if w and k0 <= q0 + rows - 1]
+            rotations += len(block0)
+    heads = SMALL.heads
+    # one Q.K^T and one P.V per (query block, KV tile) below the diagonal, per CUBE
+    assert r.families["gemm"] == 2 * lower * C * heads < 2 * full * C * heads
+    # K and V of every rotated tile take C - 1 hops; nothing else crosses IPCQ (no reduce)
+    assert r.families["ipcq_copy"] == 2 * rotations * (C - 1) * C * heads
+    # each CUBE writes only its own heads' rows: one store per query block
+    n_blocks = sum(len(q_blocks_of(S, q_rows, pe, P)) for pe in range(P))
+    assert r.families["dma_write"] == n_blocks * C * heads
+
+
+# -- CLI ------------------------------------------------------------------------------------------
+def test_cli_dump_checks_with_numpy(tmp_path, capsys):
+    out = tmp_path / "o.npz"
+    assert main(["attention", "--mode", "prefill", "--topology", "default", "--context", "90",
+                 "--C", "2", "--P", "2", "--q-rows", "16", "--tile", "32", "--data",
+                 "--dump", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "latency" in text and "bound (compute)" in text and "engine occupancy" in text
+    z = np.load(out)
+    for h in range(8):
+        ref = reference_attention(z[f"q_{h}"], z[f"k_{h}"], z[f"v_{h}"], causal=True)
+        np.testing.assert_allclose(z[f"o_{h}"], ref, atol=TOL)
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["--mode", "sideways"], "--mode must be decode, prefill or short, got 'sideways'"),
+    (["--mode", "decode", "--variant", "opt9"], "--variant must be one of opt1, opt2, opt3"),
+    (["--mode", "decode", "--C", "5"], "--C 5 --P 8 on topology 'default'"),
+    (["--mode", "prefill", "--C", "3"], "C must divide G = 8"),
+    (["--mode", "decode", "--dump", "x.npz"], "--dump needs --data"),
+])
+def test_cli_rejects_bad_input_in_one_line(argv, needle, capsys):
+    rc = main(["attention", "--topology", "default", "--context", "64", *argv])
+    err = capsys.readouterr().err
+    assert rc == 2 and needle in err and len(err.strip().splitlines()) == 1
+
+
+def test_context_must_be_positive(default_graph):
+    with pytest.raises(UsageError, match="--context must be a positive integer, got 0"):
+        run_decode(default_graph, 0)

@@ -21,7 +21,6 @@ from kernbench.kernels.attention.helpers import (
     centre_role,
     place_groups,
     reference_attention,
-    tiles,
     tree_role,
     tree_rounds,
     valid_len,
@@ -29,7 +28,7 @@ from kernbench.kernels.attention.helpers import (
 from kernbench.topology import load_topology
 from kernbench.workloads.attention.common import Shape
 from kernbench.workloads.attention.decode_run import ipcq_tables, root_of, run_decode
-from kernbench.workloads.attention.prefill_run import q_blocks_of, run_prefill
+from kernbench.workloads.attention.prefill_run import chunk_width, q_blocks_of, run_prefill
 
 from .conftest import TOPOLOGIES
 
@@ -190,8 +189,9 @@ def test_causal_prefill_matches_numpy(default_graph, C, P, S, q_rows, tile):
 
 
 def _lane_tiles(S, C, P, tile):
-    B = block_len(S, C * P)
-    return [(r * B + s, w) for r in range(C * P) for s, w in tiles(valid_len(S, r, B), tile)]
+    Sb = block_len(S, C)
+    return [(c * Sb + t * tile, chunk_width(S, Sb, tile, c, t)) for c in range(C)
+            for t in range(-(-Sb // tile))]
 
 
 @pytest.mark.parametrize("C,P,S", [(2, 2, 150), (4, 1, 203)])
@@ -202,8 +202,8 @@ def test_prefill_levers(default_graph, C, P, S):
     lower, rotations, full = 0, 0, 0
     for pe in range(P):
         for q0, rows in q_blocks_of(S, q_rows, pe, P):
-            lower += sum(1 for k0, _ in kv if k0 <= q0 + rows - 1)
-            full += len(kv)
+            lower += sum(1 for k0, w in kv if w and k0 <= q0 + rows - 1)
+            full += sum(1 for _, w in kv if w)
             # tile t rotates while its copy in block 0 is not all-future: C steps, C-1 hops
             block0 = [k0 for k0, w in kv[:len(kv) // C] if w and k0 <= q0 + rows - 1]
             rotations += len(block0)

@@ -3,9 +3,12 @@
 Each KV head gets a CUBE group of ``C`` CUBEs x ``P`` PEs; the CUBEs are
 numbered along a closed tour of the group (``grid_cycle``), ring position i
 holding KV block i (ranks i * P .. i * P + P - 1, B = ceil(S / (C P)) slots
-each, K stored transposed) and query heads i * G/C .. (i + 1) * G/C - 1. A PE's
-query blocks of ``q_rows`` rows per head are stored back to back in its
-HBM slice, and so are its output rows (f32).
+K stored transposed) and query heads i * G/C .. (i + 1) * G/C - 1. KV block i
+(Sb = ceil(S / C) tokens) is kept tile-major: tile t (``tile`` tokens) lives in
+the HBM slice of PE t mod P, so every tile is one contiguous load and the
+block's reads spread over all slices of the CUBE. A PE's query blocks of
+``q_rows`` rows per head are stored back to back in its slice, and so are its
+output rows (f32).
 """
 
 from __future__ import annotations
@@ -20,8 +23,6 @@ from kernbench.kernels.attention.helpers import (
     mask_bank,
     place_groups,
     reference_attention,
-    tiles,
-    valid_len,
 )
 from kernbench.kernels.attention.prefill import KvTile, PrefillRank, QBlock, gqa_prefill
 from kernbench.policy.placement import DPPolicy
@@ -44,6 +45,11 @@ F16 = 2
 
 def ring_cubes(g: CubeGroup) -> list[int]:
     return [g.cubes[y * g.w + x] for x, y in grid_cycle(g.w, g.h)]
+
+
+def chunk_width(S: int, Sb: int, tile: int, c: int, t: int) -> int:
+    """Tokens in tile t of CUBE block c (0 past the end of the context)."""
+    return max(0, min(tile, Sb - t * tile, S - c * Sb - t * tile))
 
 
 def q_blocks_of(S: int, rows: int, pe: int, P: int) -> list[tuple[int, int]]:
@@ -74,7 +80,9 @@ def run_prefill(graph, context: int, *, users: int = 1, C: int = 8, P: int = 8,
     G, d, S = shape.G, shape.d, context
     hpc = G // C  # query heads per CUBE
     n_ranks = C * P
-    B = block_len(S, n_ranks)
+    Sb = block_len(S, C)  # tokens of one CUBE's KV block
+    n_chunks = -(-Sb // tile)
+    B = -(-n_chunks // P) * tile  # KV slots per PE slice (K^T row stride)
     per_pe = max(len(q_blocks_of(S, q_rows, p, P)) for p in range(P))
     q_len = per_pe * hpc * q_rows  # rows of one PE's Q shard
     engine = GraphEngine(graph, enable_data=data, keep_records=keep_records)
@@ -109,10 +117,15 @@ def run_prefill(graph, context: int, *, users: int = 1, C: int = 8, P: int = 8,
                 q, k, v = (random_f16(rng, (G, S, d)), random_f16(rng, (S, d)),
                            random_f16(rng, (S, d)))
                 arrays[f"q_{tag}"], arrays[f"k_{tag}"], arrays[f"v_{tag}"] = q, k, v
-                pad = np.zeros((n_ranks * B - S, d), np.float16)
-                kp, vp = np.concatenate([k, pad]), np.concatenate([v, pad])
-                kt = np.concatenate([kp[r * B:(r + 1) * B].T for r in shard_rank])
-                vs = np.concatenate([vp[r * B:(r + 1) * B] for r in shard_rank])
+                kt = np.zeros((n_ranks * d, B), np.float16)
+                vs = np.zeros((n_ranks * B, d), np.float16)
+                for sh in range(n_ranks):
+                    c, p = divmod(shard_rank[sh], P)
+                    for t in range(p, n_chunks, P):
+                        k0, w = c * Sb + t * tile, chunk_width(S, Sb, tile, c, t)
+                        at = (t // P) * tile
+                        kt[sh * d:(sh + 1) * d, at:at + w] = k[k0:k0 + w].T
+                        vs[sh * B + at:sh * B + at + w] = v[k0:k0 + w]
                 qs = np.zeros(q_shape, np.float16)
                 for s in range(n_ranks):
                     i, p = divmod(shard_rank[s], P)
@@ -138,14 +151,11 @@ def run_prefill(graph, context: int, *, users: int = 1, C: int = 8, P: int = 8,
                     blocks = []
                     for c in range(C):
                         lane = []
-                        for pp in range(P):
-                            rank = c * P + pp
-                            ka, va = tk.ptr(ring[c], pp, g.sip), tv.ptr(ring[c], pp, g.sip)
-                            n = valid_len(S, rank, B)
-                            got = tiles(n, tile)
-                            got += [(n, 0)] * (-(-B // tile) - len(got))
-                            lane += [KvTile(ka + s * F16, va + s * d * F16, w, rank * B + s)
-                                     for s, w in got]
+                        for t in range(n_chunks):
+                            at = (t // P) * tile
+                            lane.append(KvTile(tk.ptr(ring[c], t % P, g.sip) + at * F16,
+                                               tv.ptr(ring[c], t % P, g.sip) + at * d * F16,
+                                               chunk_width(S, Sb, tile, c, t), c * Sb + t * tile))
                         blocks.append(tuple(lane))
                     kv.append(tuple(blocks))
                 qbs, owners = [], []

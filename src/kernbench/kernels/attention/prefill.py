@@ -105,8 +105,10 @@ def _q_block(tl, r: PrefillRank, qb: QBlock, kv, ping) -> None:
                 cur = nxt
                 if coming.width:
                     K, V = fK, fV
+                    tl.mark("ring_wait")  # the span to "ring_go" is rotation not hidden
                     tl.wait(K)
                     tl.wait(V)
+                    tl.mark("ring_go")
     m, l, O = state
     tl.store(qb.o, O / l)
 

@@ -47,6 +47,24 @@ def ring_cubes(g: CubeGroup) -> list[int]:
     return [g.cubes[y * g.w + x] for x, y in grid_cycle(g.w, g.h)]
 
 
+def exposed_wait(marks) -> float:
+    """Time a PE spent waiting for ring tiles (between its ring_wait and ring_go marks)."""
+    total, since = 0.0, None
+    for t, label in marks:
+        if label == "ring_wait":
+            since = t
+        elif label == "ring_go" and since is not None:
+            total, since = total + t - since, None
+    return total
+
+
+def overlap_rows(spec) -> float:
+    """c = F / B: per-PE peak FLOP/s over the ring hop's bandwidth (UCIe or NoC link,
+    the slower), the query rows per block above which a tile's math outlasts its hop."""
+    flops = 2 * spec.pe.mac_rows * spec.pe.mac_cols * spec.pe.clock_ghz  # FLOP/ns
+    return flops / min(spec.ucie.bw_gbs, spec.noc_link_bw_gbs)
+
+
 def chunk_width(S: int, Sb: int, tile: int, c: int, t: int) -> int:
     """Tokens in tile t of CUBE block c (0 past the end of the context)."""
     return max(0, min(tile, Sb - t * tile, S - c * Sb - t * tile))
@@ -212,11 +230,13 @@ def run_prefill(graph, context: int, *, users: int = 1, C: int = 8, P: int = 8,
                                       causal=True)
             max_err = max(max_err, float(np.abs(o - ref).max()))
     coords = sorted(ranks)
+    waits = [exposed_wait(engine.pe(*c).cpu.marks) for c in coords]
+    phases = {"ring_wait_mean_ns": sum(waits) / len(waits), "ring_wait_max_ns": max(waits)}
     flops = 4 * d * (S * (S + 1) // 2) * shape.heads * G * users
     peak = len(coords) * 2 * spec.pe.mac_rows * spec.pe.mac_cols * spec.pe.clock_ghz  # FLOP/ns
     params = {"C": C, "P": P, "q_rows": q_rows, "tile": tile, "G": G, "d": d,
               "heads": shape.heads, "flops": flops}
     return AttentionRun("prefill", spec.name, S, users, params, t1 - t0, flops / peak,
                         "compute", counts, families(counts),
-                        occupancy(engine, coords, t1 - t0), len(coords), {}, arrays, max_err,
+                        occupancy(engine, coords, t1 - t0), len(coords), phases, arrays, max_err,
                         engine)

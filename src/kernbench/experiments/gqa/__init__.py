@@ -1,0 +1,157 @@
+"""The ``gqa`` experiment: fused grouped-query attention on a whole system.
+
+Workloads per topology: the four headline points (``headline-decode-1u``,
+``headline-decode-<U>u``, ``headline-prefill-1u``, ``headline-prefill-<U>u``),
+the split-KV decode sweep (``decode-C<c>-<variant>-<context>``), the causal
+ring prefill sweep (``prefill-<context>``), the ring block-size sweep
+(``ring-q<rows>``) and the short-context grid
+(``short-<phase>-<mapping>-t<tier>-<context>``). Every point reports latency,
+its analytic bound (decode: KV bytes over the aggregate HBM-slice bandwidth of
+the participating PEs; prefill: causal FLOPs over their peak) and the gap, op
+counts and engine occupancy. Tables, figures and values live in ``post.py``.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from kernbench.errors import ConfigError
+from kernbench.experiments.registry import (
+    Experiment,
+    package_files,
+    package_schema,
+    package_text,
+    register,
+)
+from kernbench.topology.graph import TopologyGraph
+from kernbench.topology.spec import TopologySpec
+
+NAME = "gqa"
+
+
+def _shape(block: dict):
+    from kernbench.workloads.attention.common import Shape
+
+    h = block.get("heads", {})
+    return Shape(int(h.get("kv", 8)), int(h.get("group", 8)), int(h.get("dim", 128)))
+
+
+def _check(source: str, key: str, fn) -> None:
+    from kernbench.errors import UsageError
+
+    try:
+        fn()
+    except UsageError as exc:
+        raise ConfigError(source, f"experiments.{NAME}.{key}", str(exc)) from None
+
+
+def expand(block: dict, spec: TopologySpec, source: str):
+    from kernbench.workloads.attention import decode_run, prefill_run
+
+    shape = _shape(block)
+    dec, pre = block["decode"], block.get("prefill", {})
+    ring, short = block.get("ring", {}), block.get("short", {})
+    P, dtile = int(dec.get("P", 8)), int(dec.get("tile", 1024))
+    pC, pP = int(pre.get("C", 8)), int(pre.get("P", 8))
+    prow, ptile = int(pre.get("q_rows", 128)), int(pre.get("tile", 256))
+    for C in dec["C"]:
+        _check(source, "decode.C", lambda C=C: decode_run.validate(
+            spec, 1, 1, C, P, dec["variants"][0], dtile, shape))
+    _check(source, "prefill", lambda: prefill_run.validate(spec, 1, 1, pC, pP, prow, ptile, shape))
+    hl = block["headline"]
+    users = int(hl["users"])
+    C0, v0 = dec["C"][0], dec["variants"][-1]
+    dcommon = {"kind": "decode", "C": C0, "P": P, "variant": v0, "tile": dtile}
+    pcommon = {"kind": "prefill", "C": pC, "P": pP, "q_rows": prow, "tile": ptile}
+    workloads = [
+        ("headline-decode-1u", dict(dcommon, context=hl["decode_context"], users=1,
+                                    panel="decode, 1 user")),
+        (f"headline-decode-{users}u", dict(dcommon, users=users, panel=f"decode, {users} users",
+                                           context=hl.get("multi_decode_context",
+                                                          max(1, hl["decode_context"] // users)))),
+        ("headline-prefill-1u", dict(pcommon, context=hl["prefill_context"], users=1,
+                                     panel="prefill, 1 user")),
+        (f"headline-prefill-{users}u", dict(pcommon, users=users,
+                                            panel=f"prefill, {users} users",
+                                            context=hl.get("multi_prefill_context",
+                                                           max(1, hl["prefill_context"] // users)))),
+    ]
+    for C in dec["C"]:
+        for v in dec["variants"]:
+            for ctx in dec["contexts"]:
+                workloads.append((f"decode-C{C}-{v}-{ctx}",
+                                  dict(dcommon, C=C, variant=v, context=ctx, users=1)))
+    for ctx in pre.get("contexts", []):
+        workloads.append((f"prefill-{ctx}", dict(pcommon, context=ctx, users=1)))
+    for rows in ring.get("q_rows", []):
+        workloads.append((f"ring-q{rows}", dict(pcommon, q_rows=rows, P=int(ring.get("P", 1)),
+                                               tile=int(ring.get("tile", 64)),
+                                               context=int(ring.get("context", 512)), users=1,
+                                               sweep="ring")))
+    for phase in short.get("phases", ["decode"]):
+        for mapping in short.get("mappings", ["A1", "A2", "A4", "B"]):
+            for tier in short.get("tiers", [1, 2, 3]):
+                for ctx in short.get("contexts", []):
+                    workloads.append((f"short-{phase}-{mapping}-t{tier}-{ctx}", {
+                        "kind": "short", "phase": phase, "mapping": mapping, "tier": tier,
+                        "context": ctx, "users": 1, "tile": int(short.get("tile", 256))}))
+    return workloads, [("base", {"heads": [shape.heads, shape.G, shape.d]})]
+
+
+def run(graph: TopologyGraph, workload: dict, variant: dict) -> dict:
+    from kernbench.workloads.attention.common import Shape
+
+    shape = Shape(*variant["heads"])
+    kind = workload["kind"]
+    common = dict(users=workload["users"], shape=shape)
+    extra: dict = {}
+    if kind == "decode":
+        from kernbench.workloads.attention.decode_run import run_decode
+
+        r = run_decode(graph, workload["context"], C=workload["C"], P=workload["P"],
+                       variant=workload["variant"], tile=workload["tile"], **common)
+    elif kind == "prefill":
+        from kernbench.workloads.attention.prefill_run import overlap_rows, run_prefill
+
+        r = run_prefill(graph, workload["context"], C=workload["C"], P=workload["P"],
+                        q_rows=workload["q_rows"], tile=workload["tile"], **common)
+        extra["overlap_rows"] = overlap_rows(graph.spec)
+    else:
+        from kernbench.workloads.attention.short_run import metrics, run_short
+
+        r = run_short(graph, workload["phase"], workload["context"],
+                      mapping=workload["mapping"], tier=workload["tier"],
+                      tile=workload["tile"], **common)
+        extra["short"] = metrics(r)
+    labels = {k: v for k, v in workload.items() if k not in ("context", "users")}
+    labels.update(r.params, sips=graph.spec.sips.count)
+    return {
+        "metrics": {"latency_ns": r.latency_ns, "context": r.context, "users": r.users,
+                    "pes": r.pes, "bound_ns": r.bound_ns, "bound": r.bound_kind, "gap": r.gap,
+                    "occupancy_pct": r.occupancy, "phases_ns": r.phases, **extra},
+        "prediction": {"model": ("KV bytes / aggregate HBM-slice bandwidth"
+                                 if r.bound_kind == "kv_bandwidth" else
+                                 "causal FLOPs / peak MAC rate"),
+                       "latency_ns": r.bound_ns, "rel_error": r.gap},
+        "op_counts": r.families,
+        "labels": labels,
+    }
+
+
+register(Experiment(
+    name=NAME,
+    title="Fused grouped-query attention",
+    topic="fused grouped-query attention at long context",
+    schema=package_schema(__name__),
+    expand=expand,
+    run=run,
+    post=f"{__name__}.post",
+    figures=("gqa_decode_latency", "gqa_occupancy", "gqa_dispatch", "gqa_ring_overlap",
+             "gqa_short"),
+    tables=("gqa_headline_table",),
+    section=package_text(__name__, "section.tex"),
+    abstract=package_text(__name__, "abstract.tex"),
+    conclusion=package_text(__name__, "conclusion.tex"),
+    order=40,
+    files=package_files(sys.modules[__name__]),
+))

@@ -1,0 +1,282 @@
+"""Post-processing of the ``gqa`` experiment: table, figures, values, paper table.
+
+One row per point (column ``kind``: decode, prefill or short; ``sweep`` tells
+the headline, sweep and ring block-size points apart). A quantity the table
+cannot give (the smoke run has few points) is a missing value.
+Imported only by aggregation, figures and the report.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from kernbench.analysis.latex import HEADER, escape, tabular
+from kernbench.analysis.plots import STYLE, plt, save
+from kernbench.analysis.values import MISSING, Value, count, num, pct, text
+
+ENGINES = ("dma_read_channel", "fetch", "gemm", "math", "store", "pe_cpu_dispatch")
+VARIANTS = ("opt1", "opt3", "opt2")
+
+SUMMARY = (
+    "decode at {dec/context} tokens ({dec/C} CUBEs x {dec/P} PEs per KV head, {dec/variant}): "
+    "{dec/lat} us, {dec/effpct} % of the KV-bandwidth bound {dec/bound} us",
+    "prefill at {pre/context} tokens: {pre/lat} us, {pre/effpct} % of the compute bound "
+    "{pre/bound} us",
+    "best long-decode efficiency (>= {long/context} tokens): {long/besteffpct} % "
+    "(C={long/bestC}, {long/bestvariant}); GEMM engine busy {long/bestgemmpct} %",
+    "ring block-size sweep: predicted overlap at {ring/c} query rows; exposed rotation "
+    "{ring/exposedlo} us at {ring/qlo} rows, {ring/exposedhi} us at {ring/qhi} rows",
+)
+
+
+# -- aggregation ---------------------------------------------------------------------------
+def frame(records: list[dict]) -> pd.DataFrame:
+    rows = []
+    for r in records:
+        m, lab = r["metrics"], r["labels"]
+        row = {"topology": r["topology"], "point": r["workload"], "kind": lab["kind"],
+               "sweep": lab.get("sweep", "headline" if r["workload"].startswith("headline")
+                                else "sweep"),
+               "panel": lab.get("panel", ""), "context": m["context"], "users": m["users"],
+               "pes": m["pes"], "C": lab.get("C"), "P": lab.get("P"),
+               "variant": lab.get("variant"), "tile": lab.get("tile"),
+               "q_rows": lab.get("q_rows"), "phase": lab.get("phase"),
+               "mapping": lab.get("mapping"), "tier": lab.get("tier"),
+               "latency_ns": m["latency_ns"], "bound_ns": m["bound_ns"], "bound": m["bound"],
+               "gap": m["gap"], "efficiency": m["bound_ns"] / m["latency_ns"],
+               "overlap_rows": m.get("overlap_rows"),
+               "ring_wait_ns": m["phases_ns"].get("ring_wait_max_ns"),
+               "heads": lab.get("heads"), "G": lab.get("G"), "d": lab.get("d"),
+               "sips": lab.get("sips"), "config_hash": r["provenance"]["config_hash"]}
+        for k, v in r["op_counts"].items():
+            row[k] = v
+        for k, v in m["occupancy_pct"].items():
+            row[f"occ_{k}"] = v
+        for k, v in m.get("short", {}).items():
+            row[f"short_{k}"] = v
+        rows.append(row)
+    df = pd.DataFrame(rows)
+    if df.empty:
+        return df
+    order = {"headline": 0, "sweep": 1, "ring": 2}
+    df["_s"] = df["sweep"].map(order)
+    df = df.sort_values(["_s", "kind", "topology", "C", "variant", "phase", "mapping", "tier",
+                         "q_rows", "context", "point"], kind="mergesort", na_position="last")
+    return df.drop(columns=["_s"]).reset_index(drop=True)
+
+
+def load(csv: str | Path) -> pd.DataFrame:
+    return pd.read_csv(csv)
+
+
+def _sel(df: pd.DataFrame, **kw) -> pd.DataFrame:
+    out = df
+    for k, v in kw.items():
+        out = out[out[k] == v] if k in out else out.iloc[0:0]
+    return out
+
+
+# -- figures -------------------------------------------------------------------------------
+def _decode_figure(df: pd.DataFrame, out: Path) -> list[Path]:
+    sub = _sel(df, kind="decode", sweep="sweep")
+    Cs = sorted(sub["C"].dropna().unique()) if len(sub) else []
+    with plt.rc_context(STYLE):
+        n = max(1, len(Cs))
+        axes = plt.subplots(1, n, squeeze=False, figsize=(2.2 * n + 0.4, 2.1), sharey=True)[1][0]
+        for ax, C in zip(axes, Cs, strict=False):
+            g = sub[sub["C"] == C]
+            for v in VARIANTS:
+                gv = g[g["variant"] == v].sort_values("context")
+                if len(gv):
+                    ax.plot(gv["context"] / 1024, gv["latency_ns"] / 1000, marker="o", ms=2,
+                            label=v)
+            gb = g.drop_duplicates("context").sort_values("context")
+            ax.plot(gb["context"] / 1024, gb["bound_ns"] / 1000, "k:", label="KV bound")
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            ax.set_title(f"C = {int(C)}")
+            ax.set_xlabel("context (K tokens)")
+        axes[0].set_ylabel("decode latency (us)")
+        axes[0].legend(frameon=False)
+        return save(axes[0].figure, out)
+
+
+def _occupancy_figure(df: pd.DataFrame, out: Path) -> list[Path]:
+    sub = _sel(df, sweep="headline")
+    with plt.rc_context(STYLE):
+        n = max(1, len(sub))
+        axes = plt.subplots(1, n, squeeze=False, figsize=(1.9 * n + 0.4, 2.2), sharey=True)[1][0]
+        for ax, (_, r) in zip(axes, sub.iterrows(), strict=False):
+            vals = [r.get(f"occ_{k}", np.nan) for k in ENGINES]
+            ax.bar(range(len(ENGINES)), vals, color="tab:blue")
+            ax.set_xticks(range(len(ENGINES)), [k.replace("_channel", "").replace("pe_cpu_", "")
+                                                for k in ENGINES], rotation=60)
+            ax.set_title(r["panel"])
+        axes[0].set_ylabel("busy (% of latency)")
+        return save(axes[0].figure, out)
+
+
+def _dispatch_figure(df: pd.DataFrame, out: Path) -> list[Path]:
+    sub = _sel(df, kind="decode", sweep="sweep")
+    with plt.rc_context(STYLE):
+        fig, axes = plt.subplots(1, 2, figsize=(5.0, 2.1))
+        if len(sub):
+            top = sub[sub["context"] == sub["context"].max()]
+            Cs = sorted(top["C"].unique())
+            width = 0.8 / len(VARIANTS)
+            for i, v in enumerate(VARIANTS):
+                g = top[top["variant"] == v].set_index("C").reindex(Cs)
+                x = np.arange(len(Cs)) + i * width
+                axes[0].bar(x, g["latency_ns"] / 1000, width, label=v)
+                axes[1].bar(x, g["occ_pe_cpu_dispatch"], width, label=v)
+            for ax in axes:
+                ax.set_xticks(np.arange(len(Cs)) + width, [f"C={int(c)}" for c in Cs])
+            axes[0].set_ylabel(f"latency at {int(top['context'].iloc[0]) // 1024}K (us)")
+            axes[1].set_ylabel("PE_CPU dispatch busy (%)")
+            axes[0].legend(frameon=False)
+        return save(fig, out)
+
+
+def _ring_figure(df: pd.DataFrame, out: Path) -> list[Path]:
+    sub = _sel(df, sweep="ring").sort_values("q_rows")
+    with plt.rc_context(STYLE):
+        fig, ax = plt.subplots(figsize=(3.2, 2.1))
+        if len(sub):
+            ax.plot(sub["q_rows"], sub["ring_wait_ns"] / 1000, marker="o", ms=3,
+                    label="exposed rotation (slowest PE)")
+            c = float(sub["overlap_rows"].iloc[0])
+            ax.axvline(c, color="k", ls=":", label=f"c = F/B = {c:.0f} rows")
+            ax.set_xscale("log", base=2)
+            ax.legend(frameon=False)
+        ax.set_xlabel("query rows per block")
+        ax.set_ylabel("waiting for KV tiles (us)")
+        return save(fig, out)
+
+
+def _short_figure(df: pd.DataFrame, out: Path) -> list[Path]:
+    sub = _sel(df, kind="short")
+    phases = sorted(sub["phase"].dropna().unique()) if len(sub) else []
+    with plt.rc_context(STYLE):
+        n = max(1, len(phases))
+        axes = plt.subplots(1, n, squeeze=False, figsize=(2.6 * n + 0.4, 2.1))[1][0]
+        for ax, ph in zip(axes, phases, strict=False):
+            g = sub[sub["phase"] == ph]
+            top = g[g["context"] == g["context"].max()]
+            maps = [m for m in ("A1", "A2", "A4", "B") if m in set(top["mapping"])]
+            for i, tier in enumerate(sorted(top["tier"].unique())):
+                t = top[top["tier"] == tier].set_index("mapping").reindex(maps)
+                ax.bar(np.arange(len(maps)) + 0.27 * i, t["latency_ns"] / 1000, 0.27,
+                       label=f"tier {int(tier)}")
+            ax.set_xticks(np.arange(len(maps)) + 0.27, maps)
+            ax.set_title(f"{ph}, {int(top['context'].iloc[0]) // 1024}K tokens")
+            ax.set_ylabel("latency (us)")
+        axes[0].legend(frameon=False)
+        return save(axes[0].figure, out)
+
+
+def figures(df: pd.DataFrame, out_dir: str | Path) -> list[Path]:
+    out = Path(out_dir)
+    paths = _decode_figure(df, out / "gqa_decode_latency")
+    paths += _occupancy_figure(df, out / "gqa_occupancy")
+    paths += _dispatch_figure(df, out / "gqa_dispatch")
+    paths += _ring_figure(df, out / "gqa_ring_overlap")
+    paths += _short_figure(df, out / "gqa_short")
+    return paths
+
+
+# -- values --------------------------------------------------------------------------------
+def _us(ns) -> Value:
+    return num(float(ns) / 1000.0, 2)
+
+
+def _point(v: dict, key: str, r) -> None:
+    if r is None:
+        for k in ("context", "lat", "bound", "effpct", "C", "P", "variant", "gemmpct", "users",
+                  "dmapct", "cpupct", "mathpct"):
+            v[f"{key}/{k}"] = MISSING
+        return
+    v[f"{key}/context"] = count(int(r["context"]))
+    v[f"{key}/users"] = count(int(r["users"]))
+    v[f"{key}/lat"] = _us(r["latency_ns"])
+    v[f"{key}/bound"] = _us(r["bound_ns"])
+    v[f"{key}/effpct"] = pct(100 * float(r["efficiency"]))
+    v[f"{key}/C"] = count(int(r["C"])) if pd.notna(r["C"]) else MISSING
+    v[f"{key}/P"] = count(int(r["P"])) if pd.notna(r["P"]) else MISSING
+    v[f"{key}/variant"] = text(r["variant"]) if isinstance(r["variant"], str) else MISSING
+    v[f"{key}/gemmpct"] = num(float(r["occ_gemm"]), 1)
+    v[f"{key}/dmapct"] = num(float(r["occ_dma_read_channel"]), 1)
+    v[f"{key}/cpupct"] = num(float(r["occ_pe_cpu_dispatch"]), 1)
+    v[f"{key}/mathpct"] = num(float(r["occ_math"]), 1)
+
+
+def _first(df: pd.DataFrame):
+    return df.iloc[0] if len(df) else None
+
+
+def values(df: pd.DataFrame, ctx=None) -> dict[str, Value]:
+    v: dict[str, Value] = {}
+    for key in ("heads", "G", "d", "sips"):
+        v[f"shape/{key}"] = count(int(df[key].max())) if key in df and len(df) else MISSING
+    head = _sel(df, sweep="headline")
+    _point(v, "dec", _first(head[(head["kind"] == "decode") & (head["users"] == 1)]))
+    _point(v, "decmulti", _first(head[(head["kind"] == "decode") & (head["users"] > 1)]))
+    _point(v, "pre", _first(head[(head["kind"] == "prefill") & (head["users"] == 1)]))
+    _point(v, "premulti", _first(head[(head["kind"] == "prefill") & (head["users"] > 1)]))
+    dec = _sel(df, kind="decode", sweep="sweep")
+    v["decode/points"] = count(len(dec))
+    v["decode/mincontext"] = count(int(dec["context"].min())) if len(dec) else MISSING
+    v["decode/maxcontext"] = count(int(dec["context"].max())) if len(dec) else MISSING
+    longd = dec[dec["context"] >= 32768] if len(dec) else dec
+    v["long/context"] = count(32768)
+    if len(longd):
+        best = longd.loc[longd["efficiency"].idxmax()]
+        v["long/besteffpct"] = pct(100 * float(best["efficiency"]))
+        v["long/bestC"] = count(int(best["C"]))
+        v["long/bestvariant"] = text(best["variant"])
+        v["long/bestgemmpct"] = num(float(best["occ_gemm"]), 1)
+        v["long/bestcontext"] = count(int(best["context"]))
+        v["long/worsteffpct"] = pct(100 * float(longd["efficiency"].min()))
+        v["long/points"] = count(len(longd))
+        v["long/above85"] = count(int((longd["efficiency"] >= 0.85).sum()))
+        top = dec[dec["context"] == dec["context"].max()]
+        by = top.groupby("variant")["latency_ns"].mean()
+        for var in VARIANTS:
+            v[f"long/{var}lat"] = _us(by[var]) if var in by else MISSING
+    else:
+        for k in ("besteffpct", "bestC", "bestvariant", "bestgemmpct", "bestcontext",
+                  "worsteffpct", "points", "above85", "opt1lat", "opt2lat", "opt3lat"):
+            v[f"long/{k}"] = MISSING
+    ring = _sel(df, sweep="ring").sort_values("q_rows")
+    if len(ring):
+        lo, hi = ring.iloc[0], ring.iloc[-1]
+        v["ring/c"] = num(float(lo["overlap_rows"]), 1)
+        v["ring/qlo"], v["ring/qhi"] = count(int(lo["q_rows"])), count(int(hi["q_rows"]))
+        v["ring/exposedlo"], v["ring/exposedhi"] = _us(lo["ring_wait_ns"]), _us(hi["ring_wait_ns"])
+        v["ring/points"] = count(len(ring))
+    else:
+        for k in ("c", "qlo", "qhi", "exposedlo", "exposedhi", "points"):
+            v[f"ring/{k}"] = MISSING
+    pre = _sel(df, kind="prefill", sweep="sweep")
+    v["prefill/points"] = count(len(pre))
+    v["prefill/maxcontext"] = count(int(pre["context"].max())) if len(pre) else MISSING
+    short = _sel(df, kind="short")
+    v["short/points"] = count(len(short))
+    return v
+
+
+# -- paper table -----------------------------------------------------------------------------
+def tables(df: pd.DataFrame) -> dict[str, str]:
+    head = _sel(df, sweep="headline")
+    rows = []
+    for _, r in head.iterrows():
+        rows.append([escape(r["panel"]), f"{int(r['context'])}", f"{int(r['pes'])}",
+                     f"{r['latency_ns'] / 1000:.2f}", f"{r['bound_ns'] / 1000:.2f}",
+                     f"{100 * r['efficiency']:.1f}", f"{int(r.get('gemm', 0))}",
+                     f"{int(r.get('ipcq_copy', 0))}", f"{int(r.get('dma_read', 0))}",
+                     f"{int(r.get('dma_write', 0))}"])
+    header = ["Point", "Context", "PEs", "Latency (us)", "Bound (us)", "\\% of bound", "gemm",
+              "ipcq\\_copy", "dma\\_read", "dma\\_write"]
+    return {"gqa_headline_table": HEADER + tabular("@{}lrrrrrrrrr@{}", header, rows)}

@@ -179,11 +179,12 @@ def test_dispatch_cycles_per_tile_opt2_below_opt3(tmp_path, R):
 
 
 # -- prefill ------------------------------------------------------------------------------------
-@pytest.mark.parametrize("C,P,S,q_rows,tile", [(1, 2, 70, 16, 32), (2, 2, 150, 16, 32),
-                                               (4, 2, 203, 16, 32), (8, 1, 130, 32, 32)])
-def test_causal_prefill_matches_numpy(default_graph, C, P, S, q_rows, tile):
-    r = run_prefill(default_graph, S, C=C, P=P, q_rows=q_rows, tile=tile, data=True, seed=S,
-                    shape=SMALL)
+@pytest.mark.parametrize("C,P,S,q_rows,tile,fused", [
+    (1, 2, 70, 16, 32, True), (2, 2, 150, 16, 32, False), (4, 2, 203, 16, 32, True),
+    (8, 1, 130, 32, 32, True), (8, 2, 300, 16, 32, False)])
+def test_causal_prefill_matches_numpy(default_graph, C, P, S, q_rows, tile, fused):
+    r = run_prefill(default_graph, S, C=C, P=P, q_rows=q_rows, tile=tile, fused=fused,
+                    data=True, seed=S, shape=SMALL, tile_shape=(32, 32, 32) if fused else None)
     assert r.max_error < TOL
     assert r.arrays["q_0"].shape == (8, S, 32) and r.arrays["o_1"].shape == (8, S, 32)
 
@@ -194,24 +195,23 @@ def _lane_tiles(S, C, P, tile):
             for t in range(-(-Sb // tile))]
 
 
-@pytest.mark.parametrize("C,P,S", [(2, 2, 150), (4, 1, 203)])
-def test_prefill_levers(default_graph, C, P, S):
+@pytest.mark.parametrize("C,P,S,fused", [(2, 2, 150, True), (4, 1, 203, False)])
+def test_prefill_levers(default_graph, C, P, S, fused):
     q_rows, tile = 16, 32
-    r = run_prefill(default_graph, S, C=C, P=P, q_rows=q_rows, tile=tile, shape=SMALL)
+    r = run_prefill(default_graph, S, C=C, P=P, q_rows=q_rows, tile=tile, fused=fused,
+                    shape=SMALL)
     kv = _lane_tiles(S, C, P, tile)
-    lower, rotations, full = 0, 0, 0
+    lower = full = 0
     for pe in range(P):
         for q0, rows in q_blocks_of(S, q_rows, pe, P):
             lower += sum(1 for k0, w in kv if w and k0 <= q0 + rows - 1)
             full += sum(1 for _, w in kv if w)
-            # tile t rotates while its copy in block 0 is not all-future: C steps, C-1 hops
-            block0 = [k0 for k0, w in kv[:len(kv) // C] if w and k0 <= q0 + rows - 1]
-            rotations += len(block0)
     heads = SMALL.heads
-    # one Q.K^T and one P.V per (query block, KV tile) below the diagonal, per CUBE
+    # one Q.K^T and one P.V per (query block, KV tile) on or below the diagonal, per CUBE
     assert r.families["gemm"] == 2 * lower * C * heads < 2 * full * C * heads
-    # K and V of every rotated tile take C - 1 hops; nothing else crosses IPCQ (no reduce)
-    assert r.families["ipcq_copy"] == 2 * rotations * (C - 1) * C * heads
+    # every needed tile visits all C CUBEs of its lane: C - 1 hops, one message each
+    # (K^T and V packed); nothing else crosses IPCQ (no reduce)
+    assert r.families["ipcq_copy"] == lower * (C - 1) * heads
     # each CUBE writes only its own heads' rows: one store per query block
     n_blocks = sum(len(q_blocks_of(S, q_rows, pe, P)) for pe in range(P))
     assert r.families["dma_write"] == n_blocks * C * heads

@@ -154,10 +154,13 @@ class RuntimeContext:
         for s in shards:
             pa = self.system.alloc(memory, sip, s.cube, s.pe, sizes[s.key], align=page)
             t.placements.append(Placement(s, pa, va + offsets[s.key], sizes[s.key]))
+        copies: dict[tuple[int, int], list[Placement]] = {}
+        for p in t.placements:
+            copies.setdefault(p.shard.key, []).append(p)
         for cube, pe in sorted({(s.cube, s.pe) for s in shards}):
             mmu = self.engine.pe(sip, cube, pe).mmu
             for key, off in offsets.items():
-                mmu.map(va + off, self._nearest(t, key, cube, pe).pa.encode(), sizes[key])
+                mmu.map(va + off, self._nearest(copies[key], cube, pe).pa.encode(), sizes[key])
         self._tensors.append(t)
         if data is not None:
             self._write(t, data)
@@ -165,8 +168,8 @@ class RuntimeContext:
         return t
 
     @staticmethod
-    def _nearest(t: Tensor, key, cube: int, pe: int) -> Placement:
-        copies = [p for p in t.placements if p.shard.key == key]
+    def _nearest(copies: list[Placement], cube: int, pe: int) -> Placement:
+        """The replica a PE maps: its own, else one in its CUBE, else the first."""
         for p in copies:
             if (p.shard.cube, p.shard.pe) == (cube, pe):
                 return p

@@ -85,6 +85,22 @@ class OpLogger:
             self._last_start = t_start
             self._raw.append((t_start, t_end, component_id, op_kind, op_name, params))
 
+    def record_runs(self, component_id: str, op_kind: str, op_name: str, stage: str, n: int,
+                    starts: list[float], ends: list[float]) -> None:
+        """Report ``n`` ops whose busy time is the union of the runs [starts, ends): the
+        counts and stage statistics of :meth:`record` without one record per op (for
+        planned composites, which run only when records are off)."""
+        if op_kind not in _KINDS:
+            raise ValueError(f"op_kind must be one of {OP_KINDS}, got {op_kind!r}")
+        if self.keep_records:
+            raise RuntimeError("record_runs would lose per-op records; record each op instead")
+        self.counts[op_name] += n
+        lists = self._lists.get((component_id, stage))
+        if lists is None:
+            lists = self._stage_lists(component_id, stage)
+        lists[0].extend(starts)
+        lists[1].extend(ends)
+
     def _stage_lists(self, component_id: str, stage: str) -> tuple[list[float], list[float]]:
         """Busy intervals of ``stage`` of the PE (or component) owning ``component_id``."""
         pe = nm.pe_of(component_id)

@@ -5,12 +5,13 @@ C = G) and KV block ``i``; its P PEs split the query rows into blocks dealt
 round-robin (PE p takes blocks p, p + P, ..., which balances the causal
 triangle). PE p of every CUBE forms one ring lane: for each of its query
 blocks, tile ``t`` of every CUBE's KV block travels once around the lane
-(C ring steps, C - 1 IPCQ hops). A step forwards the tile it holds, posts an
-asynchronous receive of the next one into the other half of a ping-pong
-buffer and computes on the current one meanwhile, so the rotation hides
-behind compute when a block's math outlasts its hop. Tiles entirely in the
-future of the query block are forwarded but not computed; the boundary tile
-gets an additive mask. There is no (m, l, O) reduce: each CUBE writes its
+(C ring steps, C - 1 IPCQ hops, K^T and V packed in one message). A step
+forwards the tile it holds, posts an asynchronous receive of the next one into
+the other half of a ping-pong buffer and computes on the current one
+meanwhile, so the rotation hides behind compute when a block's math outlasts
+its hop. A tile entirely in the future of the query block is needed by no CUBE
+of the lane (they all hold the same query positions), so it neither moves nor
+is computed; the boundary tile gets an additive mask. There is no (m, l, O) reduce: each CUBE writes its
 own heads' rows. Design: docs/adr/0026-gqa-attention.md.
 """
 
@@ -58,57 +59,83 @@ class PrefillRank:
     tile: int
     scale: float
     banks: dict  # rows -> (VA of the mask bank [heads_here * rows, rows + 2 tile], width)
+    fused: bool = True  # P.V composite runs the softmax_merge recipe (else primitives)
+    tile_shape: tuple[int, int, int] | None = None  # composite supertile (None: scheduler's)
 
 
 def _compute(tl, r: PrefillRank, qb: QBlock, q, state, K, V, t: KvTile) -> None:
     with tl.scratch_scope():
-        s = tl.composite("gemm", a=q, b=K, epilogue=[{"op": "scale", "factor": r.scale}])
+        s = tl.composite("gemm", a=q, b=K, epilogue=[{"op": "scale", "factor": r.scale}],
+                         tile_shape=r.tile_shape)
         if partial(qb.q0, t.pos, t.width):
             bank, width = r.banks[qb.rows]
             col = mask_column(qb.q0, t.pos, r.tile)
             mask = tl.load(bank + col * 4, (r.heads_here * qb.rows, t.width), "f32",
                            row_stride=width)
-            s = s + mask
-        online_update(tl, state, s, lambda p: tl.composite("gemm", a=p, b=V))
+            s = tl.add(s, mask, out=s)
+        if r.fused:
+            m, l, O = state
+            tl.composite("gemm", b=V, out=O, tile_shape=r.tile_shape,
+                         prologue=[{"op": "softmax_merge", "s": s, "m": m, "l": l, "O": O}],
+                         epilogue=[{"op": "add", "other": O}])
+        else:
+            online_update(tl, state, s, lambda p: tl.composite("gemm", a=p, b=V,
+                                                              tile_shape=r.tile_shape))
+
+
+def _split(tl, kv, d: int, width: int):
+    """K^T [d, width] and V [width, d] views of one packed tile buffer."""
+    n = d * width
+    return (tl.reshape(tl.view(kv, 0, n), (d, width)),
+            tl.reshape(tl.view(kv, n, n), (width, d)))
 
 
 def _q_block(tl, r: PrefillRank, qb: QBlock, kv, ping) -> None:
-    C, d, lane_tiles = r.C, r.d, kv[0]
+    C, d = r.C, r.d
     q = tl.load(qb.q, (r.heads_here * qb.rows, d), "f16")
     state = init_running(tl, r.heads_here * qb.rows, d)
-    last = qb.q0 + qb.rows - 1
-    # tile t rotates while block 0's copy of it (the earliest) is not all-future
-    n_t = sum(1 for t in lane_tiles if t.width and t.pos <= last)
-    for t in range(n_t):
-        cur = r.ring_pos
-        mine = kv[cur][t]
-        if mine.width:
-            K = tl.load(mine.k, (d, mine.width), "f16", row_stride=r.B)
-            V = tl.load(mine.v, (mine.width, d), "f16")
-        for k in range(C):
-            held = kv[cur][t]
-            nxt = (cur - 1) % C
-            coming = kv[nxt][t]
-            if k < C - 1:
-                if held.width:
-                    tl.send("ring_next", K)
-                    tl.send("ring_next", V)
-                if coming.width:
-                    full = coming.width == r.tile
-                    fK = tl.recv_async("ring_prev", (d, coming.width), "f16",
-                                       dst=ping[0][k % 2] if full else None)
-                    fV = tl.recv_async("ring_prev", (coming.width, d), "f16",
-                                       dst=ping[1][k % 2] if full else None)
-            if held.width and not all_future(qb.q0, qb.rows, held.pos):
-                _compute(tl, r, qb, q, state, K, V, held)
-            if k < C - 1:
-                cur = nxt
-                if coming.width:
-                    K, V = fK, fV
-                    tl.mark("ring_wait")  # the span to "ring_go" is rotation not hidden
+
+    def needed(c: int, t: int) -> bool:  # the same answer on every CUBE of the lane
+        tile = kv[c][t]
+        return tile.width > 0 and not all_future(qb.q0, qb.rows, tile.pos)
+
+    for t in range(len(kv[0])):
+        if not any(needed(c, t) for c in range(C)):
+            continue
+        with tl.scratch_scope():
+            cur = r.ring_pos
+            mine = kv[cur][t]
+            if needed(cur, t):
+                buf = tl.zeros((2 * d * mine.width,), "f16") if C > 1 else None
+                if buf is None:
+                    K = tl.load(mine.k, (d, mine.width), "f16", row_stride=r.B)
+                    V = tl.load(mine.v, (mine.width, d), "f16")
+                else:
+                    K, V = _split(tl, buf, d, mine.width)
+                    tl.load(mine.k, (d, mine.width), "f16", row_stride=r.B, out=K)
+                    tl.load(mine.v, (mine.width, d), "f16", out=V)
                     tl.wait(K)
                     tl.wait(V)
+            for k in range(C):
+                held, nxt = kv[cur][t], (cur - 1) % C
+                coming = kv[nxt][t]
+                recv = None
+                if k < C - 1:
+                    if needed(cur, t):
+                        tl.send("ring_next", buf)  # K and V of the tile in one message
+                    if needed(nxt, t):
+                        full = coming.width == r.tile
+                        recv = tl.recv_async("ring_prev", (2 * d * coming.width,), "f16",
+                                             dst=ping[k % 2] if full else None)
+                if needed(cur, t):
+                    _compute(tl, r, qb, q, state, K, V, held)
+                cur = nxt
+                if recv is not None:
+                    buf = recv
+                    tl.mark("ring_wait")  # the span to "ring_go" is rotation not hidden
+                    tl.wait(buf)
                     tl.mark("ring_go")
+                    K, V = _split(tl, buf, d, coming.width)
     m, l, O = state
     tl.store(qb.o, O / l)
 
@@ -116,9 +143,9 @@ def _q_block(tl, r: PrefillRank, qb: QBlock, kv, ping) -> None:
 def gqa_prefill(ranks: dict, *, tl) -> None:
     """One PE of ring prefill; ``ranks[(sip, cube, pe)]`` is its :class:`PrefillRank`."""
     r: PrefillRank = ranks[(tl.program_id(2), tl.program_id(1), tl.program_id(0))]
-    # persistent ping-pong receive buffers for full-width K^T and V tiles
-    ping = ((tl.zeros((r.d, r.tile), "f16"), tl.zeros((r.d, r.tile), "f16")),
-            (tl.zeros((r.tile, r.d), "f16"), tl.zeros((r.tile, r.d), "f16"))) if r.C > 1 else None
+    # persistent ping-pong receive buffers for full-width packed K^T + V tiles
+    ping = (tl.zeros((2 * r.d * r.tile,), "f16"), tl.zeros((2 * r.d * r.tile,), "f16")) \
+        if r.C > 1 else None
     for qb, u in zip(r.q_blocks, r.user_of_block, strict=True):
         with tl.scratch_scope():
             _q_block(tl, r, qb, r.kv[u], ping)

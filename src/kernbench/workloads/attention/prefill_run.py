@@ -90,7 +90,8 @@ def validate(spec, context: int, users: int, C: int, P: int, q_rows: int, tile: 
 
 
 def run_prefill(graph, context: int, *, users: int = 1, C: int = 8, P: int = 8,
-                q_rows: int = 128, tile: int = 256, data: bool = False, seed: int = 0,
+                q_rows: int = 128, tile: int = 256, fused: bool = True,
+                tile_shape: tuple[int, int, int] | None = None, data: bool = False, seed: int = 0,
                 shape: Shape = LLAMA3_70B, keep_records: bool = False, progress=None) -> AttentionRun:
     spec = graph.spec
     validate(spec, context, users, C, P, q_rows, tile, shape)
@@ -186,7 +187,8 @@ def run_prefill(graph, context: int, *, users: int = 1, C: int = 8, P: int = 8,
                         oa += hpc * rows * d * 4
                 ranks[(g.sip, cube, pe)] = PrefillRank(
                     tuple(qbs), tuple(owners), tuple(kv), pos_of[cube], C, hpc, B, d, tile,
-                    shape.scale, {r: (t.ptr(cube, pe, g.sip), w) for r, (t, w) in banks.items()})
+                    shape.scale, {r: (t.ptr(cube, pe, g.sip), w) for r, (t, w) in banks.items()},
+                    fused, tile_shape)
     if C > 1:
         tables: dict = {}
         for g in groups:
@@ -196,7 +198,7 @@ def run_prefill(graph, context: int, *, users: int = 1, C: int = 8, P: int = 8,
                 for pe in range(P):
                     tables.setdefault((g.sip, cube, pe), {})["ring_next"] = (g.sip, nxt, pe)
                     tables.setdefault((g.sip, nxt, pe), {})["ring_prev"] = (g.sip, cube, pe)
-        ctx.install_ipcq(tables, slots=4, slot_bytes=max(4096, d * tile * F16))
+        ctx.install_ipcq(tables, slots=2, slot_bytes=max(4096, 2 * d * tile * F16))
     before = dict(engine.op_log.counts)
     handles = []
     for g in groups:
@@ -234,7 +236,8 @@ def run_prefill(graph, context: int, *, users: int = 1, C: int = 8, P: int = 8,
     phases = {"ring_wait_mean_ns": sum(waits) / len(waits), "ring_wait_max_ns": max(waits)}
     flops = 4 * d * (S * (S + 1) // 2) * shape.heads * G * users
     peak = len(coords) * 2 * spec.pe.mac_rows * spec.pe.mac_cols * spec.pe.clock_ghz  # FLOP/ns
-    params = {"C": C, "P": P, "q_rows": q_rows, "tile": tile, "G": G, "d": d,
+    params = {"C": C, "P": P, "q_rows": q_rows, "tile": tile, "fused": fused,
+              "tile_shape": list(tile_shape) if tile_shape else None, "G": G, "d": d,
               "heads": shape.heads, "flops": flops}
     return AttentionRun("prefill", spec.name, S, users, params, t1 - t0, flops / peak,
                         "compute", counts, families(counts),

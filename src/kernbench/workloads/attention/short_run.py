@@ -15,7 +15,8 @@ P PEs, shard (cube, pe) being that PE's own data):
   written by the group root;
 * prefill: K^T [d, S] and V [S, d] on the group root only (it streams them to
   the group), each PE's query rows of every Q tile back to back as
-  [G * rows, d] head-major, O rows the same in f32, and causal mask banks.
+  [G * rows, d] head-major, O rows the same in f32; the causal mask banks are
+  replicated on every PE.
 """
 
 from __future__ import annotations
@@ -121,10 +122,10 @@ def ipcq_tables(cubes, kv: int, n: int) -> dict:
         for base in range(0, kv * n, n):
             for i in range(n):
                 up, down = tree_links(i, n)
-                table = tables.setdefault((sip, cube, base + i), {})
                 for direction in [up, *(dr for dr, _ in down)]:
                     if direction is not None:
-                        table[direction] = (sip, cube, base + i + peer[direction])
+                        tables.setdefault((sip, cube, base + i), {})[direction] = (
+                            sip, cube, base + i + peer[direction])
     return tables
 
 
@@ -177,9 +178,9 @@ class _Setup:
         return (ctx.zeros if zeros and self.data else ctx.empty)(shape, dtype, dp=dp, name=name)
 
     def inputs(self, u: int, h: int, q_shape) -> tuple[np.ndarray, ...]:
-        s, d = self.S, self.shape.d
-        q, k, v = random_f16(self.rng, q_shape), random_f16(self.rng, (s, d)), random_f16(
-            self.rng, (s, d))
+        """Random Q, K, V of one (user, head), kept under their dump keys."""
+        kv_shape = (self.S, self.shape.d)
+        q, k, v = (random_f16(self.rng, s) for s in (q_shape, kv_shape, kv_shape))
         t = self.tag(u, h)
         self.arrays[f"q_{t}"], self.arrays[f"k_{t}"], self.arrays[f"v_{t}"] = q, k, v
         return q, k, v
@@ -346,6 +347,41 @@ def _unpack(phase: str, st: _Setup, arr: np.ndarray, shape, at, plan) -> np.ndar
     return o
 
 
+def _verify(st: _Setup, phase: str, outputs) -> float:
+    """Read every head's O back, keep it under o_<tag> and return the largest
+    deviation from the float64 reference."""
+    plan = q_tile_plan(st.S, st.q_rows, st.n, st.tile) if phase == "prefill" else None
+    cache: dict = {}
+    worst = 0.0
+    for tag, to, shp, at in outputs:
+        if id(to) not in cache:
+            cache[id(to)] = st.ctx.to_numpy(to)
+        o = _unpack(phase, st, cache[id(to)], shp, at, plan)
+        st.arrays[f"o_{tag}"] = o
+        a = st.arrays
+        ref = reference_attention(a[f"q_{tag}"], a[f"k_{tag}"], a[f"v_{tag}"],
+                                  causal=phase == "prefill")
+        worst = max(worst, float(np.abs(o - ref).max()))
+    return worst
+
+
+def _work(phase: str, shape: Shape, S: int, users: int) -> dict:
+    """The bounds' inputs: K/V bytes of the context and the attention FLOPs (the
+    causal triangle for prefill, one query row per head for decode)."""
+    pairs = S * (S + 1) // 2 if phase == "prefill" else S
+    return {"kv_bytes": shape.heads * users * S * shape.d * F16 * 2,
+            "flops": 4 * shape.d * pairs * shape.heads * shape.G * users}
+
+
+def _bound(spec, phase: str, work: dict, pes: int) -> tuple[float, str]:
+    """Decode: every KV byte once over the PEs' aggregate HBM slice bandwidth;
+    prefill: the causal FLOPs at the PEs' peak GEMM rate."""
+    if phase == "decode":
+        return work["kv_bytes"] / (pes * spec.slice_bw_gbs), "kv_bandwidth"
+    pe = spec.pe
+    return work["flops"] / (pes * 2 * pe.mac_rows * pe.mac_cols * pe.clock_ghz), "compute"
+
+
 # -- entry point ----------------------------------------------------------------------------
 def run_short(graph, phase: str, context: int, *, mapping: str = "A2", tier: int = 3,
               users: int = 1, tile: int = 128, q_rows: int = 16, data: bool = False,
@@ -362,9 +398,9 @@ def run_short(graph, phase: str, context: int, *, mapping: str = "A2", tier: int
                 keep_records)
     outputs, slot = (_decode if phase == "decode" else _prefill)(st)
     ctx, engine = st.ctx, st.engine
-    if st.n > 1:
-        ctx.install_ipcq(ipcq_tables(st.cubes, st.kv, st.n), slots=4,
-                         slot_bytes=max(4096, -(-slot // 64) * 64))
+    tables = ipcq_tables(st.cubes, st.kv, st.n)
+    if tables:
+        ctx.install_ipcq(tables, slots=4, slot_bytes=max(4096, -(-slot // 64) * 64))
     kernel = gqa_short_decode if phase == "decode" else gqa_short_prefill
     before = dict(engine.op_log.counts)
     handles = []
@@ -377,32 +413,14 @@ def run_short(graph, phase: str, context: int, *, mapping: str = "A2", tier: int
     t0, t1 = span(handles)
     counts = count_delta(engine, before)
     coords = sorted(st.ranks)
-    max_err = None
-    if data:
-        max_err = 0.0
-        plan = q_tile_plan(context, q_rows, st.n, tile) if phase == "prefill" else None
-        cache: dict = {}
-        for tag, to, shp, at in outputs:
-            if id(to) not in cache:
-                cache[id(to)] = ctx.to_numpy(to)
-            o = _unpack(phase, st, cache[id(to)], shp, at, plan)
-            st.arrays[f"o_{tag}"] = o
-            ref = reference_attention(st.arrays[f"q_{tag}"], st.arrays[f"k_{tag}"],
-                                      st.arrays[f"v_{tag}"], causal=phase == "prefill")
-            max_err = max(max_err, float(np.abs(o - ref).max()))
+    max_err = _verify(st, phase, outputs) if data else None
+    work = _work(phase, shape, context, users)
+    bound, kind = _bound(spec, phase, work, len(coords))
     G, d, S = shape.G, shape.d, context
-    pe = spec.pe
-    if phase == "decode":
-        kv_bytes = shape.heads * users * S * d * F16 * 2
-        bound, kind = kv_bytes / (len(coords) * spec.slice_bw_gbs), "kv_bandwidth"
-    else:
-        flops = 4 * d * (S * (S + 1) // 2) * shape.heads * G * users
-        bound = flops / (len(coords) * 2 * pe.mac_rows * pe.mac_cols * pe.clock_ghz)
-        kind = "compute"
     params = {"phase": phase, "mapping": mapping, "kv_per_cube": st.kv, "tier": tier,
               "tile": tile, "q_rows": q_rows if phase == "prefill" else None, "C": st.C,
               "group_size": st.n, "G": G, "d": d, "heads": shape.heads,
-              "tree_depth": tree_depth(st.n), **st.stats,
+              "tree_depth": tree_depth(st.n), **work, **st.stats,
               "math_ops": sum(engine.pe(*c).math.ops for c in coords),
               "kv_cache_per_cube_bytes": st.kv * users * 2 * S * d * F16,
               "slice_bw_gbs": spec.slice_bw_gbs}

@@ -16,7 +16,8 @@ import pytest
 from kernbench.components.builtin.pe_ipcq import OPPOSITE
 from kernbench.errors import UsageError
 from kernbench.kernels.attention.helpers import reference_attention
-from kernbench.workloads.attention.common import Shape
+from kernbench.workloads.attention import short_run
+from kernbench.workloads.attention.common import LLAMA3_70B, Shape
 from kernbench.workloads.attention.short_run import (
     MAPPINGS,
     TIERS,
@@ -25,6 +26,7 @@ from kernbench.workloads.attention.short_run import (
     metrics,
     q_tile_plan,
     run_short,
+    scratch_need,
     tree_depth,
     validate_config,
 )
@@ -135,6 +137,28 @@ def test_q_tiles_are_floor_balanced_and_cover_every_position():
     assert [n_kv for n_kv, _ in plan] == [2, 3]  # KV tiles up to each Q tile's last row
 
 
+@pytest.mark.parametrize(("phase", "mapping", "tier"), [("decode", "A1", 1),
+                                                         ("prefill", "A2", 3)])
+def test_scratch_check_measures_what_the_kernel_uses(default_graph, monkeypatch, phase, mapping,
+                                                     tier):
+    peaks = []
+
+    def recording(kernel):
+        def run(ranks, *, tl):
+            kernel(ranks, tl=tl)
+            peaks.append(tl.peak_scratch)
+        return run
+
+    for name in ("gqa_short_decode", "gqa_short_prefill"):
+        monkeypatch.setattr(short_run, name, recording(getattr(short_run, name)))
+    shape = SHAPES[mapping]
+    run_short(default_graph, phase, 70, mapping=mapping, tier=tier, users=2, shape=shape,
+              **PREFILL)
+    n = 8 // MAPPINGS[mapping]
+    assert max(peaks) == scratch_need(phase, tier, shape, 70, 2, PREFILL["tile"],
+                                      PREFILL["q_rows"], n)
+
+
 # -- configuration errors --------------------------------------------------------------------
 def fewer_pes(spec):
     return dataclasses.replace(spec, geometry=dataclasses.replace(spec.geometry, pe_per_corner=3))
@@ -159,6 +183,11 @@ BAD = [
     ("C not integer", dict(mapping="A4", shape=Shape(6, 8, 32)), "--heads 6"),
     ("kv_per_cube vs PEs", dict(mapping="B", spec=fewer_pes), "kv_per_cube=8"),
     ("too few CUBEs", dict(mapping="A1", spec=one_cube), "C = 8"),
+    ("scratch", dict(shape=LLAMA3_70B, context=8192, tile=256, q_rows=128),
+     "--tile 256 --q-rows 128"),
+    ("ipcq slots", dict(mapping="A1", shape=Shape(2, 8, 128), context=1100, tile=1024,
+                        q_rows=2), "--tile 1024: the IPCQ receive slots"),
+    ("decode states", dict(phase="decode", shape=LLAMA3_70B, users=600), "--users 600"),
 ]
 
 

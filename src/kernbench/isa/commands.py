@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
+from functools import cached_property
 from typing import Any
 
 from kernbench.isa.handles import TensorHandle
@@ -199,8 +200,8 @@ class CompositeCmd(PeCommand):
     waits_for_inputs = False
     needs_known_deps = False
 
-    @property
-    def logical_bytes(self) -> int:
+    @cached_property
+    def logical_bytes(self) -> int:  # read by the cap check, the dispatch cost and the log
         return (FRAMING_BYTES + 1 + sum(op.logical_bytes for op in self.ops)
                 + 1 + HANDLE_BYTES * len(self.rw_handles))
 

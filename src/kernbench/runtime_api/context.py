@@ -57,6 +57,7 @@ class LaunchHandle:
     procs: list = field(default_factory=list)
     done_ns: float | None = None
     scratch: list = field(default_factory=list)
+    scratch_bytes: int = 0  # size of each PE's scratch arena
 
     @property
     def kernel_spans(self) -> list[tuple[float, float]]:
@@ -238,8 +239,13 @@ class RuntimeContext:
 
     # -- kernels ----------------------------------------------------------------------------
     def launch(self, name: str, fn, *args, dp: DPPolicy | None = None,
-               sips: int | Iterable[int] | str | None = None, **kwargs) -> LaunchHandle:
+               sips: int | Iterable[int] | str | None = None, scratch_bytes: int | None = None,
+               **kwargs) -> LaunchHandle:
         """Start ``fn`` on every (CUBE, PE) of ``dp``'s grid on each SIP of ``sips``.
+
+        ``scratch_bytes``: TCM the kernel's scratch arena takes on each PE (default
+        the topology's ``pe.tcm.kernel_scratch_kb``); a kernel with big tiles may take
+        more of the TCM that queues and host tensors leave free.
 
         ``sips``: None = the current device, ``"all"`` = every SIP, or SIP ids.
         A :class:`Tensor` argument (positional or keyword) becomes the VA of the
@@ -252,7 +258,11 @@ class RuntimeContext:
         self.system.register_kernel(name, fn, replace=True)
         eng = self.engine
         now = eng.env.now
-        handle = LaunchHandle(name, now, eng.env.event(), [])
+        arena = spec.pe.kernel_scratch_bytes if scratch_bytes is None else int(scratch_bytes)
+        if arena < 0 or arena % 64:
+            raise UsageError(f"launch {name!r}: scratch_bytes must be a non-negative multiple "
+                             f"of 64, got {scratch_bytes!r}")
+        handle = LaunchHandle(name, now, eng.env.event(), [], scratch_bytes=arena)
         grids = {sip: resolve_dp_policy(dp, (dp.num_cubes * dp.num_pes,), sip,
                                         spec.cubes_per_sip, spec.pes_per_cube) for sip in targets}
         for sip, shards in grids.items():  # refuse before anything is allocated or sent
@@ -271,12 +281,11 @@ class RuntimeContext:
                 arrive = eng.book_flow(eng.flows.command(nm.HOST, io_cpu, m_cpu, pe_cpu), now)
                 kargs = tuple(self._arg(a, sip, cube, pe, name) for a in args)
                 kkw = {k: self._arg(v, sip, cube, pe, name) for k, v in kwargs.items()}
-                scratch = self.system.allocator(sip, cube, pe).alloc_tcm(
-                    spec.pe.kernel_scratch_bytes)
+                scratch = self.system.allocator(sip, cube, pe).alloc_tcm(arena)
                 handle.scratch.append((sip, cube, pe, scratch))
                 ids = ProgramIds(pe, dp.num_pes, cube, dp.num_cubes, sip, spec.sips.count)
                 proc = start_kernel(eng, sip, cube, pe, name, fn, kargs, kkw, arrive, ids,
-                                    (scratch.encode(), spec.pe.kernel_scratch_bytes),
+                                    (scratch.encode(), arena),
                                     describe_va=lambda va, sip=sip: self.system.describe_va(va, sip))
                 handle.pes.append((sip, cube, pe))
                 handle.procs.append(proc)
@@ -324,7 +333,7 @@ class RuntimeContext:
             yield eng.env.timeout(last - eng.env.now)
         handle.done_ns = last
         for sip, cube, pe, scratch in handle.scratch:
-            self.system.allocator(sip, cube, pe).free_tcm(scratch, self.spec.pe.kernel_scratch_bytes)
+            self.system.allocator(sip, cube, pe).free_tcm(scratch, handle.scratch_bytes)
         handle.scratch.clear()
         handle.event.succeed(last)
 

@@ -44,6 +44,7 @@ class KernelRunner:
         self.waiting_on: str | None = None
         self.started = False
         self.finished = False
+        self.context = None  # the kernel's tl context (its scratch high-water mark, ...)
 
     def process(self, start_at: float):
         """The SimPy process: start at ``start_at``, relay waits, return the body's value."""

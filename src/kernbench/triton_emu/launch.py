@@ -55,6 +55,7 @@ def start_kernel(engine, sip: int, cube: int, pe: int, name: str, fn, args: tupl
     runner = KernelRunner(engine.env, name, unit.prefix, body, kernel_file,
                           on_resume=lambda: TLContext._set_active(tl),
                           on_leave=lambda: TLContext._set_active(None), describe_va=describe_va)
+    runner.context = tl
     cpu.attach(runner)
     engine.register_program(runner)
     return engine.env.process(runner.process(start_at))

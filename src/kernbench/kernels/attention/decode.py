@@ -10,12 +10,19 @@ soon as its own children are merged (no barrier); the root normalises once.
 
 Three ways to drive the per-tile pipeline from PE_CPU (``variant``):
 
-* ``opt1``: Q.K^T composite, softmax merge in primitives, P.V composite; the
-  softmax waits for its scores, so the GEMM engine idles meanwhile.
-* ``opt3``: software pipelining: the next tile's Q.K^T is issued into a
-  persistent double buffer before this tile's softmax.
+* ``opt1``: load the tile, Q.K^T composite, softmax merge in primitives, P.V
+  composite; the softmax waits for its scores and the next load starts only
+  then, so the GEMM engine idles meanwhile.
+* ``opt3``: software pipelining with primitives: the next tile's Q.K^T is
+  issued (into a persistent double buffer) before this tile's softmax, O is
+  rescaled and accumulated one tile late (so PE_CPU waits for a P.V issued a
+  tile earlier, not the one it just issued), and loads run one tile ahead.
 * ``opt2``: two composites per tile, Q.K^T and the ``softmax_merge`` recipe
-  feeding P.V accumulated into O; PE_CPU never waits inside the sweep.
+  feeding P.V accumulated into O, loads one tile ahead; PE_CPU never waits
+  inside the sweep.
+
+K^T and V tiles are read into TCM with lazy ``tl.load`` (one DMA each), so
+both GEMMs run on TCM operands.
 
 Batched decode (several users) sweeps every user's KV in turn, then reduces
 each user's state. Design: docs/adr/0026-gqa-attention.md.
@@ -56,58 +63,113 @@ class DecodeRank:
     pe_parent: str | None
     cube_children: tuple[str, ...]
     cube_parent: str | None  # only on a CUBE's root PE
+    tile_shape: tuple[int, int, int] | None = None  # composite supertile (None: scheduler's)
 
 
-def _k_ref(tl, u: UserBlock, B: int, d: int, start: int, width: int):
-    return tl.ref(u.kT + start * F16, (d, width), "f16", row_stride=B)
+class _Tiles:
+    """A rank's KV tiles, loaded into ``ahead + 2`` persistent TCM buffer pairs in turn.
 
+    ``load(j)`` issues tile j's K^T and V reads (lazy: the composites that use them
+    wait, PE_CPU does not), so the GEMMs run on TCM operands. Loading ``ahead``
+    tiles in advance keeps the DMA streaming. A new load reuses the buffers of the
+    tile before the one being consumed, whose readers have all been issued (opt3
+    fetches tile j + 1 + ahead while tile j's P.V is still to come)."""
 
-def _v_ref(tl, u: UserBlock, d: int, start: int, width: int):
-    return tl.ref(u.v + start * d * F16, (width, d), "f16")
+    def __init__(self, tl, r: DecodeRank, u: UserBlock, ahead: int) -> None:
+        self.tl, self.r, self.u, self.ahead = tl, r, u, ahead
+        self.todo = tiles(u.valid, r.tile)
+        n = min(ahead + 2, len(self.todo))
+        self.bufs = [(tl.zeros((r.d, r.tile), "f16"), tl.zeros((r.tile, r.d), "f16"))
+                     for _ in range(n)]
+        self.loaded: dict[int, tuple] = {}
+
+    def prefetch(self, j: int) -> None:
+        """Tile j is about to be used: make sure it and the ``ahead`` after it are loading."""
+        for i in range(j, j + self.ahead + 1):
+            self.load(i)
+
+    def load(self, j: int) -> None:
+        if j >= len(self.todo) or j in self.loaded:
+            return
+        tl, r, u = self.tl, self.r, self.u
+        start, width = self.todo[j]
+        kb, vb = self.bufs[j % len(self.bufs)]
+        if width != r.tile:  # the last, partial tile gets buffers of its own
+            kb, vb = tl.zeros((r.d, width), "f16"), tl.zeros((width, r.d), "f16")
+        k = tl.load(u.kT + start * F16, (r.d, width), "f16", row_stride=r.B, out=kb)
+        v = tl.load(u.v + start * r.d * F16, (width, r.d), "f16", out=vb)
+        self.loaded[j] = (k, v)
+
+    def get(self, j: int) -> tuple:
+        self.prefetch(j)
+        return self.loaded.pop(j)
 
 
 def _sweep_opt1(tl, r: DecodeRank, u: UserBlock, q, state) -> None:
+    kv = _Tiles(tl, r, u, ahead=0)  # as-is: each tile is read when it is needed
     epi = [{"op": "scale", "factor": r.scale}]
-    for start, width in tiles(u.valid, r.tile):
+    for j in range(len(kv.todo)):
+        k, v = kv.get(j)
         with tl.scratch_scope():
-            s = tl.composite("gemm", a=q, b=_k_ref(tl, u, r.B, r.d, start, width), epilogue=epi)
-            online_update(tl, state, s, lambda p, start=start, width=width: tl.composite(
-                "gemm", a=p, b=_v_ref(tl, u, r.d, start, width)))
+            s = tl.composite("gemm", a=q, b=k, epilogue=epi, tile_shape=r.tile_shape)
+            online_update(tl, state, s, lambda p, v=v: tl.composite(
+                "gemm", a=p, b=v, tile_shape=r.tile_shape))
 
 
 def _sweep_opt3(tl, r: DecodeRank, u: UserBlock, q, state) -> None:
-    todo = tiles(u.valid, r.tile)
+    kv = _Tiles(tl, r, u, ahead=1)
+    todo = kv.todo
     if not todo:
         return
     epi = [{"op": "scale", "factor": r.scale}]
     full = [tl.zeros((r.G, r.tile), "f32"), tl.zeros((r.G, r.tile), "f32")]
     last_w = todo[-1][1]
     last = tl.zeros((r.G, last_w), "f32") if last_w != r.tile else None
+    vs: dict[int, object] = {}
 
     def buffer(j: int):
         return last if (j == len(todo) - 1 and last is not None) else full[j % 2]
 
     def issue(j: int) -> None:
-        start, width = todo[j]
-        tl.composite("gemm", a=q, b=_k_ref(tl, u, r.B, r.d, start, width), out=buffer(j),
-                     epilogue=epi)
+        k, vs[j] = kv.get(j)
+        tl.composite("gemm", a=q, b=k, out=buffer(j), epilogue=epi, tile_shape=r.tile_shape)
 
     issue(0)
-    for j, (start, width) in enumerate(todo):
+    m, l, O = state
+    # O is updated one tile late, so the update waits for the P.V issued a tile ago
+    # (long done) rather than the one just issued: the CPU moves on to the next softmax
+    pv = [tl.zeros((r.G, r.d), "f32"), tl.zeros((r.G, r.d), "f32")]
+    corrs = [tl.zeros((r.G, 1), "f32"), tl.zeros((r.G, 1), "f32")]
+
+    def fold(j: int) -> None:
+        with tl.scratch_scope():
+            tl.copy_to(O, O * corrs[j % 2] + pv[j % 2])
+
+    for j in range(len(todo)):
         if j + 1 < len(todo):  # keeps the GEMM engine busy during this tile's softmax
             issue(j + 1)
         with tl.scratch_scope():
-            online_update(tl, state, buffer(j), lambda p, start=start, width=width: tl.composite(
-                "gemm", a=p, b=_v_ref(tl, u, r.d, start, width)))
+            s_j = buffer(j)
+            m2 = tl.maximum(m, tl.max(s_j, -1))
+            p = tl.exp(s_j - m2)
+            tl.copy_to(corrs[j % 2], tl.exp(m - m2))
+            tl.copy_to(l, l * corrs[j % 2] + tl.sum(p, -1))
+            tl.composite("gemm", a=p, b=vs.pop(j), out=pv[j % 2], tile_shape=r.tile_shape)
+            tl.copy_to(m, m2)
+        if j:
+            fold(j - 1)
+    fold(len(todo) - 1)
 
 
 def _sweep_opt2(tl, r: DecodeRank, u: UserBlock, q, state) -> None:
     m, l, O = state
-    for start, width in tiles(u.valid, r.tile):
+    kv = _Tiles(tl, r, u, ahead=1)  # the next tiles' reads overlap this tile's composites
+    for j in range(len(kv.todo)):
+        k, v = kv.get(j)
         with tl.scratch_scope():
-            s = tl.composite("gemm", a=q, b=_k_ref(tl, u, r.B, r.d, start, width),
-                             epilogue=[{"op": "scale", "factor": r.scale}])
-            tl.composite("gemm", b=_v_ref(tl, u, r.d, start, width), out=O,
+            s = tl.composite("gemm", a=q, b=k, epilogue=[{"op": "scale", "factor": r.scale}],
+                             tile_shape=r.tile_shape)
+            tl.composite("gemm", b=v, out=O, tile_shape=r.tile_shape,
                          prologue=[{"op": "softmax_merge", "s": s, "m": m, "l": l, "O": O}],
                          epilogue=[{"op": "add", "other": O}])
     tl.wait()

@@ -2,16 +2,16 @@
 
 CUBE ``i`` of a KV head's group owns G / C of its query heads (one when
 C = G) and KV block ``i``; its P PEs split the query rows into blocks dealt
-round-robin (PE p takes blocks p, p + P, ..., which balances the causal
-triangle). PE p of every CUBE forms one ring lane: for each of its query
-blocks, tile ``t`` of every CUBE's KV block travels once around the lane
-(C ring steps, C - 1 IPCQ hops, K^T and V packed in one message). A step
-forwards the tile it holds, posts an asynchronous receive of the next one into
-the other half of a ping-pong buffer and computes on the current one
-meanwhile, so the rotation hides behind compute when a block's math outlasts
-its hop. A tile entirely in the future of the query block is needed by no CUBE
-of the lane (they all hold the same query positions), so it neither moves nor
-is computed; the boundary tile gets an additive mask. There is no (m, l, O) reduce: each CUBE writes its
+back and forth (0..P-1, P-1..0, ...), which balances the causal triangle.
+PE p of every CUBE forms one ring lane: for each of its query blocks, tile
+``t`` of every CUBE's KV block travels once around the lane (C ring steps,
+C - 1 IPCQ hops, K^T and V packed in one message). A step forwards the tile
+it holds, posts an asynchronous receive of the next one into a rotating set of
+receive buffers and computes on the current one meanwhile, so the rotation
+hides behind compute when a block's math outlasts its hop. A tile entirely in
+the future of the query block is needed by no CUBE of the lane (they all hold
+the same query positions), so it neither moves nor is computed; the boundary
+tile gets an additive mask. There is no (m, l, O) reduce: each CUBE writes its
 own heads' rows. Design: docs/adr/0026-gqa-attention.md.
 """
 
@@ -126,7 +126,7 @@ def _q_block(tl, r: PrefillRank, qb: QBlock, kv, ping) -> None:
                     if needed(nxt, t):
                         full = coming.width == r.tile
                         recv = tl.recv_async("ring_prev", (2 * d * coming.width,), "f16",
-                                             dst=ping[k % 2] if full else None)
+                                             dst=ping[k % len(ping)] if full else None)
                 if needed(cur, t):
                     _compute(tl, r, qb, q, state, K, V, held)
                 cur = nxt
@@ -143,9 +143,10 @@ def _q_block(tl, r: PrefillRank, qb: QBlock, kv, ping) -> None:
 def gqa_prefill(ranks: dict, *, tl) -> None:
     """One PE of ring prefill; ``ranks[(sip, cube, pe)]`` is its :class:`PrefillRank`."""
     r: PrefillRank = ranks[(tl.program_id(2), tl.program_id(1), tl.program_id(0))]
-    # persistent ping-pong receive buffers for full-width packed K^T + V tiles
-    ping = (tl.zeros((2 * r.d * r.tile,), "f16"), tl.zeros((2 * r.d * r.tile,), "f16")) \
-        if r.C > 1 else None
+    # persistent receive buffers for full-width packed K^T + V tiles, three deep: the
+    # receive posted at step k reuses the buffer computed on at step k - 2, which is
+    # done by then, so posting it never stalls PE_CPU (two would wait for step k - 1)
+    ping = tuple(tl.zeros((2 * r.d * r.tile,), "f16") for _ in range(3)) if r.C > 1 else None
     for qb, u in zip(r.q_blocks, r.user_of_block, strict=True):
         with tl.scratch_scope():
             _q_block(tl, r, qb, r.kv[u], ping)

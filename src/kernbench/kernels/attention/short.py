@@ -172,7 +172,7 @@ def _receive_merge(tl, state, direction: str, G: int, d: int) -> None:
 def gqa_short_decode(ranks: dict, *, tl) -> None:
     """One PE of short-context decode; ``ranks[(sip, cube, pe)]`` is its plan."""
     r: ShortDecodeRank = ranks[(tl.program_id(2), tl.program_id(1), tl.program_id(0))]
-    bufs = _buffers(tl, r.d, r.widths)
+    bufs = _buffers(tl, r.d, r.widths if r.tier < 3 else ())  # tier 3 streams from HBM
     states = []
     for u in r.users:
         q = _load_q(tl, r.tier, u.q, r.G, r.d, r.scale)

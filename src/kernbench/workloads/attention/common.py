@@ -111,3 +111,8 @@ def count_delta(engine, before: dict) -> dict:
 
 
 LLAMA3_70B = Shape()
+
+
+def peak_scratch(engine, coords) -> int:
+    """The largest scratch high-water mark (bytes) of the kernels last run on ``coords``."""
+    return max(engine.pe(*c).cpu.runner.context.peak_scratch for c in coords)

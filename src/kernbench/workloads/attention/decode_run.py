@@ -36,6 +36,7 @@ from kernbench.workloads.attention.common import (
     count_delta,
     families,
     occupancy,
+    peak_scratch,
     random_f16,
     span,
 )
@@ -89,7 +90,8 @@ def validate(spec, context: int, users: int, C: int, P: int, variant: str, tile:
 
 
 def run_decode(graph, context: int, *, users: int = 1, C: int = 2, P: int = 8,
-               variant: str = "opt3", tile: int = 256, data: bool = False, seed: int = 0,
+               variant: str = "opt3", tile: int = 256,
+               tile_shape: tuple[int, int, int] | None = None, data: bool = False, seed: int = 0,
                shape: Shape = LLAMA3_70B, keep_records: bool = False, progress=None
                ) -> AttentionRun:
     spec = graph.spec
@@ -147,7 +149,7 @@ def run_decode(graph, context: int, *, users: int = 1, C: int = 2, P: int = 8,
                     users_here, B, G, d, tile, shape.scale, variant,
                     tuple(dr for dr, _ in pe_children), pe_parent[0] if pe_parent else None,
                     tuple(dr for dr, _ in cube_children) if pe == 0 else (),
-                    cube_parent[0] if (pe == 0 and cube_parent) else None)
+                    cube_parent[0] if (pe == 0 and cube_parent) else None, tile_shape)
     tables = ipcq_tables(groups)
     if tables:
         ctx.install_ipcq(tables, slots=4, slot_bytes=max(4096, G * d * 4))
@@ -177,10 +179,12 @@ def run_decode(graph, context: int, *, users: int = 1, C: int = 2, P: int = 8,
     coords = sorted(ranks)
     kv_bytes = shape.heads * users * S * d * F16 * 2
     bound = kv_bytes / (len(coords) * spec.slice_bw_gbs)
-    params = {"C": C, "P": P, "variant": variant, "tile": tile, "G": G, "d": d,
+    params = {"C": C, "P": P, "variant": variant, "tile": tile,
+              "tile_shape": list(tile_shape) if tile_shape else None, "G": G, "d": d,
               "heads": shape.heads, "kv_bytes": kv_bytes,
               "reduce_rounds": tree_rounds(P) + (centre_depth(groups[0].w, groups[0].h)
                                                  if C > 1 else 0)}
     return AttentionRun("decode", spec.name, S, users, params, t1 - t0, bound, "kv_bandwidth",
                         counts, families(counts), occupancy(engine, coords, t1 - t0),
-                        len(coords), {}, arrays, max_err, engine)
+                        len(coords), {"peak_scratch_bytes": peak_scratch(engine, coords)},
+                        arrays, max_err, engine)

@@ -36,6 +36,7 @@ from kernbench.workloads.attention.common import (
     count_delta,
     families,
     occupancy,
+    peak_scratch,
     random_f16,
     span,
 )
@@ -65,14 +66,30 @@ def overlap_rows(spec) -> float:
     return flops / min(spec.ucie.bw_gbs, spec.noc_link_bw_gbs)
 
 
+def working_set(rows: int, tile: int, d: int, ring: bool) -> int:
+    """Scratch bytes one query block and one KV tile need at once (what the kernel
+    holds at its peak): Q, (m, l, O) and O / l; the packed tile and, for the ring,
+    three receive buffers; the scores, their mask and the recipe's P and columns."""
+    packed = 2 * d * tile * F16
+    return (rows * d * F16 + rows * 4 * 2 + 2 * rows * d * 4
+            + packed * (4 if ring else 1)
+            + 3 * rows * tile * 4 + 4 * rows * 4 + 64 * 32)
+
+
 def chunk_width(S: int, Sb: int, tile: int, c: int, t: int) -> int:
     """Tokens in tile t of CUBE block c (0 past the end of the context)."""
     return max(0, min(tile, Sb - t * tile, S - c * Sb - t * tile))
 
 
 def q_blocks_of(S: int, rows: int, pe: int, P: int) -> list[tuple[int, int]]:
-    """(q0, rows) of the query blocks PE ``pe`` takes: blocks pe, pe + P, ..."""
-    return [(s, min(rows, S - s)) for s in range(pe * rows, S, rows * P)]
+    """(q0, rows) of the query blocks PE ``pe`` takes, dealt back and forth (0..P-1,
+    P-1..0, ...) so that every PE gets early and late blocks of the causal triangle."""
+    out = []
+    for b, q0 in enumerate(range(0, S, rows)):
+        r = b % (2 * P)
+        if (r if r < P else 2 * P - 1 - r) == pe:
+            out.append((q0, min(rows, S - q0)))
+    return out
 
 
 def validate(spec, context: int, users: int, C: int, P: int, q_rows: int, tile: int,
@@ -103,6 +120,14 @@ def run_prefill(graph, context: int, *, users: int = 1, C: int = 8, P: int = 8,
     n_chunks = -(-Sb // tile)
     B = -(-n_chunks // P) * tile  # KV slots per PE slice (K^T row stride)
     per_pe = max(len(q_blocks_of(S, q_rows, p, P)) for p in range(P))
+    slot = max(4096, 2 * d * tile * F16)
+    need = working_set(hpc * q_rows, tile, d, C > 1)
+    room = spec.pe.tcm_bytes - spec.pe.tcm_reserved_bytes - (2 * slot if C > 1 else 0)
+    if need > room:
+        raise UsageError(f"--q-rows {q_rows} --tile {tile}: one query block and KV tile need "
+                         f"{need // 1024} KiB of TCM scratch, a PE has {room // 1024} KiB "
+                         f"beside its queues (use smaller blocks)")
+    arena = max(spec.pe.kernel_scratch_bytes, -(-need // 65536) * 65536)
     q_len = per_pe * hpc * q_rows  # rows of one PE's Q shard
     engine = GraphEngine(graph, enable_data=data, keep_records=keep_records)
     ctx = RuntimeContext(engine)
@@ -198,14 +223,15 @@ def run_prefill(graph, context: int, *, users: int = 1, C: int = 8, P: int = 8,
                 for pe in range(P):
                     tables.setdefault((g.sip, cube, pe), {})["ring_next"] = (g.sip, nxt, pe)
                     tables.setdefault((g.sip, nxt, pe), {})["ring_prev"] = (g.sip, cube, pe)
-        ctx.install_ipcq(tables, slots=2, slot_bytes=max(4096, 2 * d * tile * F16))
+        ctx.install_ipcq(tables, slots=2, slot_bytes=slot)
     before = dict(engine.op_log.counts)
     handles = []
     for g in groups:
         ctx.set_device(g.sip)
         dp = DPPolicy(cube="row_wise", num_cubes=C, cube_start=g.cube_start, pe="row_wise",
                       num_pes=P)
-        handles.append(ctx.launch(f"gqa_prefill.h{g.head}", gqa_prefill, ranks, dp=dp))
+        handles.append(ctx.launch(f"gqa_prefill.h{g.head}", gqa_prefill, ranks, dp=dp,
+                                  scratch_bytes=arena))
     if progress is not None:
         progress.watch(engine, handles)
     for h in handles:
@@ -233,7 +259,8 @@ def run_prefill(graph, context: int, *, users: int = 1, C: int = 8, P: int = 8,
             max_err = max(max_err, float(np.abs(o - ref).max()))
     coords = sorted(ranks)
     waits = [exposed_wait(engine.pe(*c).cpu.marks) for c in coords]
-    phases = {"ring_wait_mean_ns": sum(waits) / len(waits), "ring_wait_max_ns": max(waits)}
+    phases = {"ring_wait_mean_ns": sum(waits) / len(waits), "ring_wait_max_ns": max(waits),
+              "peak_scratch_bytes": peak_scratch(engine, coords), "scratch_arena_bytes": arena}
     flops = 4 * d * (S * (S + 1) // 2) * shape.heads * G * users
     peak = len(coords) * 2 * spec.pe.mac_rows * spec.pe.mac_cols * spec.pe.clock_ghz  # FLOP/ns
     params = {"C": C, "P": P, "q_rows": q_rows, "tile": tile, "fused": fused,

@@ -45,6 +45,7 @@ from kernbench.kernels.attention.short import (
 from kernbench.policy.placement import DPPolicy
 from kernbench.runtime_api.context import RuntimeContext
 from kernbench.sim_engine.engine import GraphEngine
+from kernbench.triton_emu.tl_context import TLContext, run_kernel
 from kernbench.workloads.attention.common import (
     LLAMA3_70B,
     AttentionRun,
@@ -60,6 +61,7 @@ from kernbench.workloads.attention.common import (
 MAPPINGS = {"A1": 1, "A2": 2, "A4": 4, "B": 8}
 TIERS = (1, 2, 3)
 PHASES = ("decode", "prefill")
+IPCQ_SLOTS = 4  # receive slots per queue: a tile pair in flight while the next one lands
 PE_ROW = 4  # PEs per row of a group's tree (a CUBE's PEs as a 2 x 4 mesh)
 F16, F32 = 2, 4
 
@@ -67,7 +69,10 @@ F16, F32 = 2, 4
 # -- configuration --------------------------------------------------------------------------
 def validate_config(spec, phase: str, mapping: str, tier: int, context: int, shape: Shape, *,
                     users: int = 1, tile: int = 128, q_rows: int = 16) -> None:
-    """Reject an inconsistent configuration with one line, before anything is allocated."""
+    """Reject an inconsistent configuration with one line, before anything is allocated:
+    unknown phase, mapping or tier; non-positive sizes; a G that is not an integer;
+    a kv_per_cube that does not divide the PEs of a CUBE or the KV heads; fewer
+    CUBEs than C; a PE's kernel scratch or IPCQ receive slots beyond its TCM."""
     if phase not in PHASES:
         raise UsageError(f"--phase must be one of {', '.join(PHASES)}, got {phase!r}")
     if mapping not in MAPPINGS:
@@ -89,6 +94,53 @@ def validate_config(spec, phase: str, mapping: str, tier: int, context: int, sha
     if C > have:
         raise UsageError(f"--mapping {mapping} needs C = {C} CUBEs for {shape.heads} KV heads; "
                          f"topology {spec.name!r} has {have}")
+    need, cap = scratch_need(phase, tier, shape, context, users, tile, q_rows, P // kv), \
+        spec.pe.kernel_scratch_bytes
+    if need > cap:
+        what = " ".join([f"--tile {tile}"] + [f"--q-rows {q_rows}"] * (phase == "prefill")
+                        + [f"--users {users}"] * (users > 1))
+        raise UsageError(f"{what}: a {phase} PE needs {need // 1024} KiB of kernel scratch, "
+                         f"topology {spec.name!r} has {cap // 1024} KiB (lower them)")
+    n = P // kv
+    links = max((len(tree_links(i, n)[1]) + (tree_links(i, n)[0] is not None)
+                 for i in range(n)), default=0) if n > 1 else 0
+    slots = links * IPCQ_SLOTS * slot_bytes(phase, shape, tile)
+    free = spec.pe.tcm_bytes - spec.pe.tcm_reserved_bytes - spec.pe.kernel_scratch_bytes
+    if slots > free:
+        what = f"--tile {tile}" if phase == "prefill" else f"G x d = {shape.G} x {shape.d}"
+        raise UsageError(f"{what}: the IPCQ receive slots of a {phase} PE need {slots // 1024} "
+                         f"KiB of TCM, topology {spec.name!r} leaves {free // 1024} KiB")
+
+
+def slot_bytes(phase: str, shape: Shape, tile: int) -> int:
+    """One IPCQ message: an O partial [G, d] f32 (decode) or a K^T / V tile (prefill)."""
+    raw = shape.G * shape.d * F32 if phase == "decode" else shape.d * tile * F16
+    return max(4096, -(-raw // 64) * 64)
+
+
+def scratch_need(phase: str, tier: int, shape: Shape, S: int, users: int, tile: int,
+                 q_rows: int, n: int) -> int:
+    """Peak kernel scratch of one PE, measured by running the kernel in command-list
+    mode on a one-step plan with the real tile shapes (the persistent buffers plus
+    the largest step: a full, masked tile and, for decode, every user's state)."""
+    G, d = shape.G, shape.d
+    down = tuple(dr for dr, _ in tree_links(0, n)[1])
+    if phase == "decode":
+        B = block_len(S, n)
+        widths = tuple(sorted({w for i in range(n) for _, w in tiles(valid_len(S, i, B), tile)}))
+        users_ = tuple(DecodeShard(0, 0, 0, min(B, tile), 0) for _ in range(users))
+        rank = ShortDecodeRank(users_, B, G, d, tile, shape.scale, tier, widths, None, down)
+        kernel = gqa_short_decode
+    else:
+        rows = min(q_rows, -(-S // n))  # the most query positions a PE takes per Q tile
+        widths = tuple(sorted({w for _, w in tiles(S, tile)}))
+        user = PrefillUser(0, 0, (QTile(0, 0, 0, rows, 1),))
+        rank = ShortPrefillRank((user,), S, G, d, tile, shape.scale, tier, widths, None, down,
+                                {rows: (0, rows + 2 * tile)})
+        kernel = gqa_short_prefill
+    tl = TLContext(scratch_size=1 << 62)
+    run_kernel(kernel, tl, {(0, 0, 0): rank})
+    return tl.peak_scratch
 
 
 def cubes_of(spec, C: int) -> list[tuple[int, int]]:
@@ -186,7 +238,7 @@ class _Setup:
         return q, k, v
 
 
-def _decode(st: _Setup) -> tuple[list, int]:
+def _decode(st: _Setup) -> list:
     G, d, S, n, P, tile = st.shape.G, st.shape.d, st.S, st.n, st.P, st.tile
     B = block_len(S, n)
     widths = tuple(sorted({w for i in range(n) for _, w in tiles(valid_len(S, i, B), tile)}))
@@ -228,7 +280,7 @@ def _decode(st: _Setup) -> tuple[list, int]:
     st.stats["hbm_read_bytes"] = hu * (n * G * d * F16 + 2 * S * d * F16)
     st.stats["hbm_write_bytes"] = hu * G * d * F32
     st.stats["ipcq_bytes"] = hu * (n - 1) * (2 * G + G * d) * F32
-    return outputs, G * d * F32
+    return outputs
 
 
 def q_tile_plan(S: int, q_rows: int, n: int, tile: int) -> list[tuple[int, list[tuple[int, int]]]]:
@@ -249,7 +301,7 @@ def q_tile_plan(S: int, q_rows: int, n: int, tile: int) -> list[tuple[int, list[
     return plan
 
 
-def _prefill(st: _Setup) -> tuple[list, int]:
+def _prefill(st: _Setup) -> list:
     G, d, S, n, P, tile = st.shape.G, st.shape.d, st.S, st.n, st.P, st.tile
     plan = q_tile_plan(S, st.q_rows, n, tile)
     q_len = G * max(sum(parts[i][1] for _, parts in plan) for i in range(n))
@@ -308,7 +360,7 @@ def _prefill(st: _Setup) -> tuple[list, int]:
                     tuple(dr for dr, _ in down),
                     {r: (t.ptr(cube, pe, sip), w) for r, (t, w) in banks.items()})
     _prefill_stats(st, plan)
-    return outputs, d * tile * F16
+    return outputs
 
 
 def _prefill_stats(st: _Setup, plan) -> None:
@@ -385,22 +437,23 @@ def _bound(spec, phase: str, work: dict, pes: int) -> tuple[float, str]:
 # -- entry point ----------------------------------------------------------------------------
 def run_short(graph, phase: str, context: int, *, mapping: str = "A2", tier: int = 3,
               users: int = 1, tile: int = 128, q_rows: int = 16, data: bool = False,
-              seed: int = 0, shape: Shape = LLAMA3_70B, keep_records: bool = False
-              ) -> AttentionRun:
+              seed: int = 0, shape: Shape = LLAMA3_70B, keep_records: bool = False,
+              progress=None) -> AttentionRun:
     """One short-context attention step (decode or causal prefill) of every KV head.
 
     ``tile``: KV tokens per tile; ``q_rows``: query positions per PE per Q tile
-    (prefill; a Q tile spans ``q_rows * group_size`` positions)."""
+    (prefill; a Q tile spans ``q_rows * group_size`` positions); ``progress``: an
+    optional ``Progress`` line watching the launches."""
     spec = graph.spec
     validate_config(spec, phase, mapping, tier, context, shape, users=users, tile=tile,
                     q_rows=q_rows)
     st = _Setup(graph, mapping, tier, context, users, tile, q_rows, data, seed, shape,
                 keep_records)
-    outputs, slot = (_decode if phase == "decode" else _prefill)(st)
+    outputs = (_decode if phase == "decode" else _prefill)(st)
     ctx, engine = st.ctx, st.engine
     tables = ipcq_tables(st.cubes, st.kv, st.n)
     if tables:
-        ctx.install_ipcq(tables, slots=4, slot_bytes=max(4096, -(-slot // 64) * 64))
+        ctx.install_ipcq(tables, slots=IPCQ_SLOTS, slot_bytes=slot_bytes(phase, shape, tile))
     kernel = gqa_short_decode if phase == "decode" else gqa_short_prefill
     before = dict(engine.op_log.counts)
     handles = []
@@ -408,6 +461,8 @@ def run_short(graph, phase: str, context: int, *, mapping: str = "A2", tier: int
         ctx.set_device(sip)
         handles.append(ctx.launch(f"gqa_short_{phase}.s{sip}", kernel, st.ranks,
                                   dp=st.grid(sip)))
+    if progress is not None:
+        progress.watch(engine, handles)
     for h in handles:
         ctx.wait(h)
     t0, t1 = span(handles)

@@ -28,7 +28,12 @@ from kernbench.kernels.attention.helpers import (
 from kernbench.topology import load_topology
 from kernbench.workloads.attention.common import Shape
 from kernbench.workloads.attention.decode_run import ipcq_tables, root_of, run_decode
-from kernbench.workloads.attention.prefill_run import chunk_width, q_blocks_of, run_prefill
+from kernbench.workloads.attention.prefill_run import (
+    chunk_width,
+    q_blocks_of,
+    run_prefill,
+    working_set,
+)
 
 from .conftest import TOPOLOGIES
 
@@ -247,3 +252,15 @@ def test_cli_rejects_bad_input_in_one_line(argv, needle, capsys):
 def test_context_must_be_positive(default_graph):
     with pytest.raises(UsageError, match="--context must be a positive integer, got 0"):
         run_decode(default_graph, 0)
+
+
+def test_peak_scratch_does_not_grow_with_context(default_graph):
+    """Scratch holds one tile's working set, whatever the context."""
+    shape = Shape(2, 8, 128)
+    dec = [run_decode(default_graph, S, C=1, P=1, tile=256, shape=shape).phases[
+        "peak_scratch_bytes"] for S in (2048, 8192)]
+    assert dec[0] == dec[1] > 0
+    pre = [run_prefill(default_graph, S, C=2, P=1, q_rows=32, tile=32, shape=SMALL).phases
+           for S in (128, 256)]
+    assert pre[0]["peak_scratch_bytes"] == pre[1]["peak_scratch_bytes"]
+    assert pre[0]["peak_scratch_bytes"] <= working_set(SMALL.G // 2 * 32, 32, SMALL.d, True)

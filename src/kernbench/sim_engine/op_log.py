@@ -127,6 +127,19 @@ class OpLogger:
     def __len__(self) -> int:
         return sum(self.counts.values())
 
+    def stage_intervals(self, owner: str, stage: str) -> list[tuple[float, float]]:
+        """The busy intervals of one stage of one PE (e.g. "sip0.cube0.pe0", "GEMM"),
+        merged and sorted."""
+        starts, ends = self._stage.get((owner, stage), ([], []))
+        out: list[tuple[float, float]] = []
+        for s, e in sorted(zip(starts, ends, strict=True)):
+            if out and s <= out[-1][1]:
+                if e > out[-1][1]:
+                    out[-1] = (out[-1][0], e)
+            else:
+                out.append((s, e))
+        return out
+
     def stage_busy(self) -> dict[str, dict[str, float]]:
         """{owner: {stage: busy ns (union of that stage's intervals)}}, sorted."""
         out: dict[str, dict[str, float]] = {}

@@ -213,7 +213,9 @@ def execute_send(pe, cmd: IpcqSendCmd, t_issue: float, deps) -> Completion:
         pe.op_log.record(t, arrival, unit.node_id, "memory", "ipcq_send",
                          lambda: {"direction": cmd.direction, "dst": nm.pe_prefix(*q.dst),
                                   "nbytes": nbytes, "slot": slot}, "IPCQ")
-        pe.network.schedule(arrival, lambda: _deliver(q, msg, land))
+        # a send issued at the kernel's clock may book an arrival SimPy has already
+        # passed (the kernel resumed late); it is delivered at once, its time kept
+        pe.network.schedule(max(arrival, pe.env.now), lambda: _deliver(q, msg, land))
         return arrival
 
     label = "send"

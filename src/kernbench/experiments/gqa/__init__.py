@@ -87,7 +87,7 @@ def expand(block: dict, spec: TopologySpec, source: str):
         workloads.append((f"ring-q{rows}", dict(pcommon, q_rows=rows, P=int(ring.get("P", 1)),
                                                tile=int(ring.get("tile", 64)),
                                                context=int(ring.get("context", 512)), users=1,
-                                               sweep="ring")))
+                                               causal=False, sweep="ring")))
     for phase in short.get("phases", ["decode"]):
         for mapping in short.get("mappings", ["A1", "A2", "A4", "B"]):
             for tier in short.get("tiers", [1, 2, 3]):
@@ -114,7 +114,8 @@ def run(graph: TopologyGraph, workload: dict, variant: dict) -> dict:
         from kernbench.workloads.attention.prefill_run import overlap_rows, run_prefill
 
         r = run_prefill(graph, workload["context"], C=workload["C"], P=workload["P"],
-                        q_rows=workload["q_rows"], tile=workload["tile"], **common)
+                        q_rows=workload["q_rows"], tile=workload["tile"],
+                        causal=workload.get("causal", True), **common)
         extra["overlap_rows"] = overlap_rows(graph.spec)
     else:
         from kernbench.workloads.attention.short_run import metrics, run_short

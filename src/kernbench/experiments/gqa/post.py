@@ -27,8 +27,8 @@ SUMMARY = (
     "{pre/bound} us",
     "best long-decode efficiency (>= {long/context} tokens): {long/besteffpct} % "
     "(C={long/bestC}, {long/bestvariant}); GEMM engine busy {long/bestgemmpct} %",
-    "ring block-size sweep: predicted overlap at {ring/c} query rows; exposed rotation "
-    "{ring/exposedlo} us at {ring/qlo} rows, {ring/exposedhi} us at {ring/qhi} rows",
+    "ring block-size sweep: predicted overlap at {ring/c} query rows; exposed rotation per "
+    "hop {ring/exposedlo} ns at {ring/qlo} rows, {ring/exposedhi} ns at {ring/qhi} rows",
 )
 
 
@@ -49,6 +49,10 @@ def frame(records: list[dict]) -> pd.DataFrame:
                "gap": m["gap"], "efficiency": m["bound_ns"] / m["latency_ns"],
                "overlap_rows": m.get("overlap_rows"),
                "ring_wait_ns": m["phases_ns"].get("ring_wait_max_ns"),
+               "hops_per_pe": m["phases_ns"].get("hops_per_pe"),
+               "hop_ns": m["phases_ns"].get("hop_ns"),
+               "step_compute_ns": m["phases_ns"].get("step_compute_ns"),
+               "peak_scratch_bytes": m["phases_ns"].get("peak_scratch_bytes"),
                "heads": lab.get("heads"), "G": lab.get("G"), "d": lab.get("d"),
                "sips": lab.get("sips"), "config_hash": r["provenance"]["config_hash"]}
         for k, v in r["op_counts"].items():
@@ -143,16 +147,18 @@ def _dispatch_figure(df: pd.DataFrame, out: Path) -> list[Path]:
 def _ring_figure(df: pd.DataFrame, out: Path) -> list[Path]:
     sub = _sel(df, sweep="ring").sort_values("q_rows")
     with plt.rc_context(STYLE):
-        fig, ax = plt.subplots(figsize=(3.2, 2.1))
+        fig, ax = plt.subplots(figsize=(3.4, 2.2))
         if len(sub):
-            ax.plot(sub["q_rows"], sub["ring_wait_ns"] / 1000, marker="o", ms=3,
-                    label="exposed rotation (slowest PE)")
+            per_hop = sub["ring_wait_ns"] / sub["hops_per_pe"].clip(lower=1)
+            ax.plot(sub["q_rows"], per_hop, marker="o", ms=3, label="measured (slowest PE)")
+            pred = (sub["hop_ns"] - sub["step_compute_ns"]).clip(lower=0)
+            ax.plot(sub["q_rows"], pred, "k--", lw=0.8, label="hop - step math (model)")
             c = float(sub["overlap_rows"].iloc[0])
             ax.axvline(c, color="k", ls=":", label=f"c = F/B = {c:.0f} rows")
             ax.set_xscale("log", base=2)
             ax.legend(frameon=False)
         ax.set_xlabel("query rows per block")
-        ax.set_ylabel("waiting for KV tiles (us)")
+        ax.set_ylabel("exposed rotation per hop (ns)")
         return save(fig, out)
 
 
@@ -254,10 +260,12 @@ def values(df: pd.DataFrame, ctx=None) -> dict[str, Value]:
         lo, hi = ring.iloc[0], ring.iloc[-1]
         v["ring/c"] = num(float(lo["overlap_rows"]), 1)
         v["ring/qlo"], v["ring/qhi"] = count(int(lo["q_rows"])), count(int(hi["q_rows"]))
-        v["ring/exposedlo"], v["ring/exposedhi"] = _us(lo["ring_wait_ns"]), _us(hi["ring_wait_ns"])
+        v["ring/exposedlo"] = num(lo["ring_wait_ns"] / max(1.0, lo["hops_per_pe"]), 0)
+        v["ring/exposedhi"] = num(hi["ring_wait_ns"] / max(1.0, hi["hops_per_pe"]), 0)
+        v["ring/hopns"] = num(float(lo["hop_ns"]), 0)
         v["ring/points"] = count(len(ring))
     else:
-        for k in ("c", "qlo", "qhi", "exposedlo", "exposedhi", "points"):
+        for k in ("c", "qlo", "qhi", "exposedlo", "exposedhi", "points", "hopns"):
             v[f"ring/{k}"] = MISSING
     pre = _sel(df, kind="prefill", sweep="sweep")
     v["prefill/points"] = count(len(pre))

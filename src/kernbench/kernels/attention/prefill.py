@@ -61,18 +61,19 @@ class PrefillRank:
     banks: dict  # rows -> (VA of the mask bank [heads_here * rows, rows + 2 tile], width)
     fused: bool = True  # P.V composite runs the softmax_merge recipe (else primitives)
     tile_shape: tuple[int, int, int] | None = None  # composite supertile (None: scheduler's)
+    causal: bool = True  # False: every query attends to every key (the ring-overlap study)
 
 
 def _compute(tl, r: PrefillRank, qb: QBlock, q, state, K, V, t: KvTile) -> None:
     with tl.scratch_scope():
-        s = tl.composite("gemm", a=q, b=K, epilogue=[{"op": "scale", "factor": r.scale}],
-                         tile_shape=r.tile_shape)
-        if partial(qb.q0, t.pos, t.width):
-            bank, width = r.banks[qb.rows]
+        epi = [{"op": "scale", "factor": r.scale}]
+        if r.causal and partial(qb.q0, t.pos, t.width):  # the boundary tile: add its causal mask in the
+            bank, width = r.banks[qb.rows]  # composite, so PE_CPU does not wait for the scores
             col = mask_column(qb.q0, t.pos, r.tile)
             mask = tl.load(bank + col * 4, (r.heads_here * qb.rows, t.width), "f32",
                            row_stride=width)
-            s = tl.add(s, mask, out=s)
+            epi.append({"op": "add", "other": mask})
+        s = tl.composite("gemm", a=q, b=K, epilogue=epi, tile_shape=r.tile_shape)
         if r.fused:
             m, l, O = state
             tl.composite("gemm", b=V, out=O, tile_shape=r.tile_shape,
@@ -97,7 +98,7 @@ def _q_block(tl, r: PrefillRank, qb: QBlock, kv, ping) -> None:
 
     def needed(c: int, t: int) -> bool:  # the same answer on every CUBE of the lane
         tile = kv[c][t]
-        return tile.width > 0 and not all_future(qb.q0, qb.rows, tile.pos)
+        return tile.width > 0 and not (r.causal and all_future(qb.q0, qb.rows, tile.pos))
 
     for t in range(len(kv[0])):
         if not any(needed(c, t) for c in range(C)):

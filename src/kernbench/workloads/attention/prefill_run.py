@@ -42,21 +42,43 @@ from kernbench.workloads.attention.common import (
 )
 
 F16 = 2
+# prefill GEMMs are large: composites use 128 x 128 x 128 supertiles (the MAC cycles
+# are the scheduler's 32 x 64 x 32 ones summed; only fill granularity differs), which
+# divides the tiles to time by 32 (docs/adr/0026-gqa-attention.md)
+SUPERTILE = (128, 128, 128)
 
 
 def ring_cubes(g: CubeGroup) -> list[int]:
     return [g.cubes[y * g.w + x] for x, y in grid_cycle(g.w, g.h)]
 
 
-def exposed_wait(marks) -> float:
-    """Time a PE spent waiting for ring tiles (between its ring_wait and ring_go marks)."""
+def exposed_wait(marks, busy: list[tuple[float, float]]) -> float:
+    """Time a PE waited for ring tiles (between its ring_wait and ring_go marks)
+    with none of its compute stages (fetch, GEMM, math, store) busy: rotation not
+    hidden by compute."""
     total, since = 0.0, None
     for t, label in marks:
         if label == "ring_wait":
             since = t
         elif label == "ring_go" and since is not None:
-            total, since = total + t - since, None
+            covered = sum(max(0.0, min(e, t) - max(s, since)) for s, e in busy
+                          if s < t and e > since)
+            total, since = total + (t - since) - covered, None
     return total
+
+
+def _compute_busy(engine, coord) -> list[tuple[float, float]]:
+    owner = engine.pe(*coord).prefix
+    log = engine.op_log
+    merged: list[tuple[float, float]] = []
+    spans = [iv for stage in ("FETCH", "GEMM", "MATH", "STORE")
+             for iv in log.stage_intervals(owner, stage)]
+    for s, e in sorted(spans):
+        if merged and s <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], e))
+        else:
+            merged.append((s, e))
+    return merged
 
 
 def overlap_rows(spec) -> float:
@@ -108,7 +130,9 @@ def validate(spec, context: int, users: int, C: int, P: int, q_rows: int, tile: 
 
 def run_prefill(graph, context: int, *, users: int = 1, C: int = 8, P: int = 8,
                 q_rows: int = 128, tile: int = 256, fused: bool = True,
-                tile_shape: tuple[int, int, int] | None = None, data: bool = False, seed: int = 0,
+                tile_shape: tuple[int, int, int] | None = SUPERTILE, causal: bool = True,
+                data: bool = False,
+                seed: int = 0,
                 shape: Shape = LLAMA3_70B, keep_records: bool = False, progress=None) -> AttentionRun:
     spec = graph.spec
     validate(spec, context, users, C, P, q_rows, tile, shape)
@@ -213,7 +237,7 @@ def run_prefill(graph, context: int, *, users: int = 1, C: int = 8, P: int = 8,
                 ranks[(g.sip, cube, pe)] = PrefillRank(
                     tuple(qbs), tuple(owners), tuple(kv), pos_of[cube], C, hpc, B, d, tile,
                     shape.scale, {r: (t.ptr(cube, pe, g.sip), w) for r, (t, w) in banks.items()},
-                    fused, tile_shape)
+                    fused, tile_shape, causal)
     if C > 1:
         tables: dict = {}
         for g in groups:
@@ -255,15 +279,20 @@ def run_prefill(graph, context: int, *, users: int = 1, C: int = 8, P: int = 8,
                     at += hpc * rows
             arrays[f"o_{tag}"] = o
             ref = reference_attention(arrays[f"q_{tag}"], arrays[f"k_{tag}"], arrays[f"v_{tag}"],
-                                      causal=True)
+                                      causal=causal)
             max_err = max(max_err, float(np.abs(o - ref).max()))
     coords = sorted(ranks)
-    waits = [exposed_wait(engine.pe(*c).cpu.marks) for c in coords]
+    waits = [exposed_wait(engine.pe(*c).cpu.marks, _compute_busy(engine, c)) for c in coords]
     phases = {"ring_wait_mean_ns": sum(waits) / len(waits), "ring_wait_max_ns": max(waits),
-              "peak_scratch_bytes": peak_scratch(engine, coords), "scratch_arena_bytes": arena}
-    flops = 4 * d * (S * (S + 1) // 2) * shape.heads * G * users
+              "peak_scratch_bytes": peak_scratch(engine, coords), "scratch_arena_bytes": arena,
+              "hops_per_pe": counts.get("ipcq_copy", 0) / len(coords),
+              "hop_ns": 2 * d * tile * F16 / min(spec.ucie.bw_gbs, spec.noc_link_bw_gbs),
+              "step_compute_ns": 4 * hpc * q_rows * tile * d
+              / (2 * spec.pe.mac_rows * spec.pe.mac_cols * spec.pe.clock_ghz)}
+    pairs = S * (S + 1) // 2 if causal else S * S
+    flops = 4 * d * pairs * shape.heads * G * users
     peak = len(coords) * 2 * spec.pe.mac_rows * spec.pe.mac_cols * spec.pe.clock_ghz  # FLOP/ns
-    params = {"C": C, "P": P, "q_rows": q_rows, "tile": tile, "fused": fused,
+    params = {"C": C, "P": P, "q_rows": q_rows, "tile": tile, "fused": fused, "causal": causal,
               "tile_shape": list(tile_shape) if tile_shape else None, "G": G, "d": d,
               "heads": shape.heads, "flops": flops}
     return AttentionRun("prefill", spec.name, S, users, params, t1 - t0, flops / peak,

@@ -17,7 +17,7 @@ from kernbench.analysis.latex import HEADER, escape, tabular
 from kernbench.analysis.plots import STYLE, plt, save
 from kernbench.analysis.values import MISSING, Value, count, num, pct, text
 
-ENGINES = ("dma_read_channel", "fetch", "gemm", "math", "store", "pe_cpu_dispatch")
+ENGINES = ("dma_read", "fetch", "gemm", "math", "store", "pe_cpu_dispatch")
 VARIANTS = ("opt1", "opt3", "opt2")
 
 SUMMARY = (
@@ -116,8 +116,8 @@ def _occupancy_figure(df: pd.DataFrame, out: Path) -> list[Path]:
         for ax, (_, r) in zip(axes, sub.iterrows(), strict=False):
             vals = [r.get(f"occ_{k}", np.nan) for k in ENGINES]
             ax.bar(range(len(ENGINES)), vals, color="tab:blue")
-            ax.set_xticks(range(len(ENGINES)), [k.replace("_channel", "").replace("pe_cpu_", "")
-                                                for k in ENGINES], rotation=60)
+            ax.set_xticks(range(len(ENGINES)), [k.replace("pe_cpu_", "") for k in ENGINES],
+                          rotation=60)
             ax.set_title(r["panel"])
         axes[0].set_ylabel("busy (% of latency)")
         return save(axes[0].figure, out)
@@ -213,7 +213,7 @@ def _point(v: dict, key: str, r) -> None:
     v[f"{key}/P"] = count(int(r["P"])) if pd.notna(r["P"]) else MISSING
     v[f"{key}/variant"] = text(r["variant"]) if isinstance(r["variant"], str) else MISSING
     v[f"{key}/gemmpct"] = num(float(r["occ_gemm"]), 1)
-    v[f"{key}/dmapct"] = num(float(r["occ_dma_read_channel"]), 1)
+    v[f"{key}/dmapct"] = num(float(r["occ_dma_read"]), 1)
     v[f"{key}/cpupct"] = num(float(r["occ_pe_cpu_dispatch"]), 1)
     v[f"{key}/mathpct"] = num(float(r["occ_math"]), 1)
 

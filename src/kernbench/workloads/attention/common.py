@@ -21,8 +21,7 @@ COUNT_FAMILIES = {
     "dma_read": ("dma_read", "TileToken/DMA_READ"),
     "dma_write": ("dma_write", "TileToken/DMA_WRITE"),
 }
-ENGINE_KINDS = ("dma_read_channel", "dma_write_channel", "fetch", "store", "gemm", "math",
-                "pe_cpu_dispatch")
+ENGINE_KINDS = ("dma_read", "dma_write", "fetch", "store", "gemm", "math", "pe_cpu_dispatch")
 
 
 @dataclass(frozen=True)
@@ -90,11 +89,18 @@ def families(counts: dict) -> dict:
 
 
 def occupancy(engine, coords, span_ns: float) -> dict:
-    """Mean busy share (%) of each engine kind over the participating PEs."""
+    """Mean busy share (%) of each engine kind over the participating PEs. DMA reads
+    and writes count while a transfer is in flight (the union of their intervals);
+    the engines count their booked time."""
     totals = dict.fromkeys(ENGINE_KINDS, 0.0)
+    log = engine.op_log
     for c in coords:
-        for k, v in engine.pe(*c).engine_busy_ns().items():
-            totals[k] += v
+        unit = engine.pe(*c)
+        busy = unit.engine_busy_ns()
+        for k in ("fetch", "store", "gemm", "math", "pe_cpu_dispatch"):
+            totals[k] += busy[k]
+        for k, stage in (("dma_read", "DMA_READ"), ("dma_write", "DMA_WRITE")):
+            totals[k] += sum(e - s for s, e in log.stage_intervals(unit.prefix, stage))
     n = max(1, len(coords))
     return {k: 100.0 * v / n / span_ns for k, v in totals.items()}
 

@@ -2,7 +2,8 @@
 
     python benchmarks/attention_speed.py [--json] [--decode 131072] [--prefill 1024]
 
-Runs decode (C=2, P=8, opt3, tile 1024) and causal ring prefill (C=8, P=8) on
+Runs decode (C=1, P=8, opt3, tile 1024) and causal ring prefill (C=8, P=8,
+query blocks of 512 rows, KV tiles of 256) on
 the full llama70b_4sip placement (all 8 KV heads, all 4 SIPs) in timing mode,
 one core, and reports wall seconds, simulated microseconds, PE_CPU commands per
 wall second, and the bare SimPy timeout loop's events per second measured in
@@ -45,9 +46,10 @@ def main() -> None:
     graph = load_topology(ROOT / "config/topologies/llama70b_4sip.yaml")
     bare = max(bare_simpy(300_000) for _ in range(3))
     points = [
-        _point(f"decode {args.decode}", lambda: run_decode(graph, args.decode, C=2, P=8,
+        _point(f"decode {args.decode}", lambda: run_decode(graph, args.decode, C=1, P=8,
                                                            variant="opt3", tile=1024)),
-        _point(f"prefill {args.prefill}", lambda: run_prefill(graph, args.prefill, C=8, P=8)),
+        _point(f"prefill {args.prefill}", lambda: run_prefill(graph, args.prefill, C=8, P=8,
+                                                             q_rows=512, tile=256)),
     ]
     report = {"bare_simpy_events_per_s": bare, "points": points}
     out = ROOT / "benchmarks" / "out" / "attention_speed.json"

@@ -199,7 +199,8 @@ def gqa_decode(ranks: dict, *, tl) -> None:
     for u in r.users:
         q = tl.load(u.q, (r.G, r.d), "f16")
         state = init_running(tl, r.G, r.d)
-        sweep(tl, r, u, q, state)
+        with tl.scratch_scope():  # tile buffers are reused by the next user
+            sweep(tl, r, u, q, state)
         states.append(state)
     tl.mark("reduce")
     for u, state in zip(r.users, states, strict=True):

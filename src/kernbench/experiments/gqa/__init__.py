@@ -45,8 +45,17 @@ def _check(source: str, key: str, fn) -> None:
         raise ConfigError(source, f"experiments.{NAME}.{key}", str(exc)) from None
 
 
+def _rows(q_rows: int, context: int, P: int) -> int:
+    """Query rows per block: the configured size, halved (down to 16) until every PE
+    gets two blocks, one early and one late in the causal triangle."""
+    rows = q_rows
+    while rows > 16 and -(-context // rows) < 2 * P:
+        rows //= 2
+    return rows
+
+
 def expand(block: dict, spec: TopologySpec, source: str):
-    from kernbench.workloads.attention import decode_run, prefill_run
+    from kernbench.workloads.attention import decode_run, prefill_run, short_run
 
     shape = _shape(block)
     dec, pre = block["decode"], block.get("prefill", {})
@@ -60,6 +69,7 @@ def expand(block: dict, spec: TopologySpec, source: str):
     _check(source, "prefill", lambda: prefill_run.validate(spec, 1, 1, pC, pP, prow, ptile, shape))
     hl = block["headline"]
     users = int(hl["users"])
+    mpc = hl.get("multi_prefill_context", max(1, hl["prefill_context"] // users))
     C0, v0 = dec["C"][0], dec["variants"][-1]
     dcommon = {"kind": "decode", "C": C0, "P": P, "variant": v0, "tile": dtile}
     pcommon = {"kind": "prefill", "C": pC, "P": pP, "q_rows": prow, "tile": ptile}
@@ -70,11 +80,11 @@ def expand(block: dict, spec: TopologySpec, source: str):
                                            context=hl.get("multi_decode_context",
                                                           max(1, hl["decode_context"] // users)))),
         ("headline-prefill-1u", dict(pcommon, context=hl["prefill_context"], users=1,
+                                     q_rows=_rows(prow, hl["prefill_context"], pP),
                                      panel="prefill, 1 user")),
         (f"headline-prefill-{users}u", dict(pcommon, users=users,
                                             panel=f"prefill, {users} users",
-                                            context=hl.get("multi_prefill_context",
-                                                           max(1, hl["prefill_context"] // users)))),
+                                            context=mpc, q_rows=_rows(prow, mpc, pP))),
     ]
     for C in dec["C"]:
         for v in dec["variants"]:
@@ -82,16 +92,23 @@ def expand(block: dict, spec: TopologySpec, source: str):
                 workloads.append((f"decode-C{C}-{v}-{ctx}",
                                   dict(dcommon, C=C, variant=v, context=ctx, users=1)))
     for ctx in pre.get("contexts", []):
-        workloads.append((f"prefill-{ctx}", dict(pcommon, context=ctx, users=1)))
+        workloads.append((f"prefill-{ctx}", dict(pcommon, context=ctx, users=1,
+                                                 q_rows=_rows(prow, ctx, pP))))
     for rows in ring.get("q_rows", []):
         workloads.append((f"ring-q{rows}", dict(pcommon, q_rows=rows, P=int(ring.get("P", 1)),
                                                tile=int(ring.get("tile", 64)),
                                                context=int(ring.get("context", 512)), users=1,
                                                causal=False, sweep="ring")))
     for phase in short.get("phases", ["decode"]):
+        contexts = short.get("contexts", [])
+        if phase == "prefill":
+            contexts = short.get("prefill_contexts", contexts)
         for mapping in short.get("mappings", ["A1", "A2", "A4", "B"]):
             for tier in short.get("tiers", [1, 2, 3]):
-                for ctx in short.get("contexts", []):
+                for ctx in contexts:
+                    _check(source, "short", lambda p=phase, m=mapping, t=tier, c=ctx:
+                           short_run.validate_config(spec, p, m, t, c, shape,
+                                                     tile=int(short.get("tile", 256))))
                     workloads.append((f"short-{phase}-{mapping}-t{tier}-{ctx}", {
                         "kind": "short", "phase": phase, "mapping": mapping, "tier": tier,
                         "context": ctx, "users": 1, "tile": int(short.get("tile", 256))}))
@@ -149,7 +166,7 @@ register(Experiment(
     post=f"{__name__}.post",
     figures=("gqa_decode_latency", "gqa_occupancy", "gqa_dispatch", "gqa_ring_overlap",
              "gqa_short"),
-    tables=("gqa_headline_table",),
+    tables=("gqa_headline_table", "gqa_short_table"),
     section=package_text(__name__, "section.tex"),
     abstract=package_text(__name__, "abstract.tex"),
     conclusion=package_text(__name__, "conclusion.tex"),

@@ -272,6 +272,19 @@ def values(df: pd.DataFrame, ctx=None) -> dict[str, Value]:
     v["prefill/maxcontext"] = count(int(pre["context"].max())) if len(pre) else MISSING
     short = _sel(df, kind="short")
     v["short/points"] = count(len(short))
+    dshort = short[short["phase"] == "decode"] if len(short) else short
+    if len(dshort):
+        top = dshort[dshort["context"] == dshort["context"].max()]
+        best = top.loc[top["latency_ns"].idxmin()]
+        worst = top.loc[top["latency_ns"].idxmax()]
+        v["short/context"] = count(int(best["context"]))
+        v["short/best"] = text(f"{best['mapping']} tier {int(best['tier'])}")
+        v["short/bestlat"] = _us(best["latency_ns"])
+        v["short/worst"] = text(f"{worst['mapping']} tier {int(worst['tier'])}")
+        v["short/worstlat"] = _us(worst["latency_ns"])
+    else:
+        for k in ("context", "best", "bestlat", "worst", "worstlat"):
+            v[f"short/{k}"] = MISSING
     return v
 
 
@@ -287,4 +300,21 @@ def tables(df: pd.DataFrame) -> dict[str, str]:
                      f"{int(r.get('dma_write', 0))}"])
     header = ["Point", "Context", "PEs", "Latency (us)", "Bound (us)", "\\% of bound", "gemm",
               "ipcq\\_copy", "dma\\_read", "dma\\_write"]
-    return {"gqa_headline_table": HEADER + tabular("@{}lrrrrrrrrr@{}", header, rows)}
+    out = {"gqa_headline_table": HEADER + tabular("@{}lrrrrrrrrr@{}", header, rows)}
+    short = _sel(df, kind="short")
+    srows = []
+    for phase in ("decode", "prefill"):
+        g = short[short["phase"] == phase] if len(short) else short
+        if not len(g):
+            continue
+        top = g[g["context"] == g["context"].max()]
+        for _, r in top.sort_values(["mapping", "tier"]).iterrows():
+            srows.append([escape(phase), f"{int(r['context'])}", escape(r["mapping"]),
+                          f"{int(r['tier'])}", f"{r['short_wall_us']:.1f}",
+                          f"{r['short_gemm_util']:.1f}", f"{int(r['short_math_count'])}",
+                          f"{r['short_hbm_read_mb']:.1f}", f"{r['short_ipcq_kb']:.1f}",
+                          f"{r['short_kv_cache_per_cube_mb']:.2f}"])
+    sheader = ["Phase", "Context", "Mapping", "Tier", "Wall (us)", "GEMM util (\\%)",
+               "MATH ops", "HBM read (MB)", "IPCQ (KB)", "KV/CUBE (MB)"]
+    out["gqa_short_table"] = HEADER + tabular("@{}lrlrrrrrrr@{}", sheader, srows)
+    return out

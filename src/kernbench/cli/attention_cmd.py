@@ -18,9 +18,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--P", type=int, dest="P", default=8, help="PEs per CUBE (default 8)")
     p.add_argument("--variant", default="opt3", help="decode pipelining: opt1 | opt2 | opt3")
     p.add_argument("--tile", type=int, help="KV tile in tokens (decode 1024, prefill 256, "
-                                            "short 256)")
-    p.add_argument("--q-rows", type=int, dest="q_rows", default=128,
-                   help="prefill query rows per block (default 128)")
+                                            "short 128)")
+    p.add_argument("--q-rows", type=int, dest="q_rows",
+                   help="query rows per block: prefill per CUBE head (default 128), short "
+                        "prefill per PE (default 16)")
     p.add_argument("--mapping", default="A2", help="short context: A1 | A2 | A4 | B")
     p.add_argument("--tier", type=int, default=3, help="short context: 1 primitives, "
                                                        "2 GEMM composite, 3 + softmax_merge")
@@ -47,13 +48,13 @@ def _run(args, graph, progress):
     if args.mode == "prefill":
         from kernbench.workloads.attention.prefill_run import run_prefill
 
-        return run_prefill(graph, args.context, C=args.C or 8, P=args.P, q_rows=args.q_rows,
-                           tile=args.tile or 256, **common)
+        return run_prefill(graph, args.context, C=args.C or 8, P=args.P,
+                           q_rows=args.q_rows or 128, tile=args.tile or 256, **common)
     if args.mode == "short":
         from kernbench.workloads.attention.short_run import run_short
 
         return run_short(graph, args.phase, args.context, mapping=args.mapping, tier=args.tier,
-                         tile=args.tile or 256, q_rows=args.q_rows, **common)
+                         tile=args.tile or 128, q_rows=args.q_rows or 16, **common)
     raise UsageError(f"--mode must be decode, prefill or short, got {args.mode!r}")
 
 

@@ -108,10 +108,10 @@ def expand(block: dict, spec: TopologySpec, source: str):
                 for ctx in contexts:
                     _check(source, "short", lambda p=phase, m=mapping, t=tier, c=ctx:
                            short_run.validate_config(spec, p, m, t, c, shape,
-                                                     tile=int(short.get("tile", 256))))
+                                                     tile=int(short.get("tile", 128))))
                     workloads.append((f"short-{phase}-{mapping}-t{tier}-{ctx}", {
                         "kind": "short", "phase": phase, "mapping": mapping, "tier": tier,
-                        "context": ctx, "users": 1, "tile": int(short.get("tile", 256))}))
+                        "context": ctx, "users": 1, "tile": int(short.get("tile", 128))}))
     return workloads, [("base", {"heads": [shape.heads, shape.G, shape.d]})]
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kernbench.errors import UsageError
+from kernbench.policy.placement import DPPolicy
 
 # Llama-3 70B attention: 64 query heads over 8 KV heads of dimension 128.
 H_Q, H_KV, HEAD_DIM = 64, 8, 128
@@ -122,3 +123,24 @@ LLAMA3_70B = Shape()
 def peak_scratch(engine, coords) -> int:
     """The largest scratch high-water mark (bytes) of the kernels last run on ``coords``."""
     return max(engine.pe(*c).cpu.runner.context.peak_scratch for c in coords)
+
+
+def group_grid(g, C: int, P: int):
+    """The DPPolicy of a CUBE group's C x P ranks (row_wise over its CUBEs and PEs)."""
+    return DPPolicy(cube="row_wise", num_cubes=C, cube_start=g.cube_start, pe="row_wise",
+                    num_pes=P)
+
+
+def launch_groups(ctx, groups, name: str, fn, ranks: dict, C: int, P: int, progress=None,
+                  scratch_bytes: int | None = None) -> list:
+    """Launch ``fn(ranks)`` on every group's ranks, show progress, wait for all."""
+    handles = []
+    for g in groups:
+        ctx.set_device(g.sip)
+        handles.append(ctx.launch(f"{name}.h{g.head}", fn, ranks, dp=group_grid(g, C, P),
+                                  scratch_bytes=scratch_bytes))
+    if progress is not None:
+        progress.watch(ctx.engine, handles)
+    for h in handles:
+        ctx.wait(h)
+    return handles

@@ -35,6 +35,8 @@ from kernbench.workloads.attention.common import (
     check_positive,
     count_delta,
     families,
+    group_grid,
+    launch_groups,
     occupancy,
     peak_scratch,
     random_f16,
@@ -108,8 +110,7 @@ def run_decode(graph, context: int, *, users: int = 1, C: int = 2, P: int = 8,
     outputs: list[tuple[str, object]] = []
     for g in groups:
         ctx.set_device(g.sip)
-        grid = dict(cube="row_wise", num_cubes=C, cube_start=g.cube_start, pe="row_wise",
-                    num_pes=P)
+        grid = group_grid(g, C, P)
         rep = DPPolicy(cube="replicate", num_cubes=C, cube_start=g.cube_start,
                        pe="replicate", num_pes=P)
         rs, rc, rp = root_of(g)
@@ -124,12 +125,12 @@ def run_decode(graph, context: int, *, users: int = 1, C: int = 2, P: int = 8,
                 kp, vp = np.concatenate([k, pad]), np.concatenate([v, pad])
                 kt = np.concatenate([kp[r * B:(r + 1) * B].T for r in range(n_ranks)])
                 tq = ctx.from_numpy(q, dp=rep, name=f"Q.{name}")
-                tk = ctx.from_numpy(np.ascontiguousarray(kt), dp=DPPolicy(**grid), name=f"KT.{name}")
-                tv = ctx.from_numpy(vp, dp=DPPolicy(**grid), name=f"V.{name}")
+                tk = ctx.from_numpy(np.ascontiguousarray(kt), dp=grid, name=f"KT.{name}")
+                tv = ctx.from_numpy(vp, dp=grid, name=f"V.{name}")
             else:
                 tq = ctx.empty((G, d), "f16", dp=rep, name=f"Q.{name}")
-                tk = ctx.empty((n_ranks * d, B), "f16", dp=DPPolicy(**grid), name=f"KT.{name}")
-                tv = ctx.empty((n_ranks * B, d), "f16", dp=DPPolicy(**grid), name=f"V.{name}")
+                tk = ctx.empty((n_ranks * d, B), "f16", dp=grid, name=f"KT.{name}")
+                tv = ctx.empty((n_ranks * B, d), "f16", dp=grid, name=f"V.{name}")
             to = ctx.empty((G, d), "f32", dp=DPPolicy(num_cubes=1, cube_start=rc), name=f"O.{name}")
             outputs.append((f"o_{tag}", to))
             blocks.append((tq, tk, tv, to))
@@ -154,16 +155,7 @@ def run_decode(graph, context: int, *, users: int = 1, C: int = 2, P: int = 8,
     if tables:
         ctx.install_ipcq(tables, slots=4, slot_bytes=max(4096, G * d * 4))
     before = dict(engine.op_log.counts)
-    handles = []
-    for g in groups:
-        ctx.set_device(g.sip)
-        dp = DPPolicy(cube="row_wise", num_cubes=C, cube_start=g.cube_start, pe="row_wise",
-                      num_pes=P)
-        handles.append(ctx.launch(f"gqa_decode.h{g.head}", gqa_decode, ranks, dp=dp))
-    if progress is not None:
-        progress.watch(engine, handles)
-    for h in handles:
-        ctx.wait(h)
+    handles = launch_groups(ctx, groups, "gqa_decode", gqa_decode, ranks, C, P, progress)
     t0, t1 = span(handles)
     counts = count_delta(engine, before)
     max_err = None

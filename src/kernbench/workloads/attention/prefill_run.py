@@ -35,6 +35,8 @@ from kernbench.workloads.attention.common import (
     check_positive,
     count_delta,
     families,
+    group_grid,
+    launch_groups,
     occupancy,
     peak_scratch,
     random_f16,
@@ -161,8 +163,7 @@ def run_prefill(graph, context: int, *, users: int = 1, C: int = 8, P: int = 8,
     outputs = []
     for g in groups:
         ctx.set_device(g.sip)
-        grid = DPPolicy(cube="row_wise", num_cubes=C, cube_start=g.cube_start, pe="row_wise",
-                        num_pes=P)
+        grid = group_grid(g, C, P)
         rep = DPPolicy(cube="replicate", num_cubes=C, cube_start=g.cube_start,
                        pe="replicate", num_pes=P)
         ring = ring_cubes(g)
@@ -249,17 +250,7 @@ def run_prefill(graph, context: int, *, users: int = 1, C: int = 8, P: int = 8,
                     tables.setdefault((g.sip, nxt, pe), {})["ring_prev"] = (g.sip, cube, pe)
         ctx.install_ipcq(tables, slots=2, slot_bytes=slot)
     before = dict(engine.op_log.counts)
-    handles = []
-    for g in groups:
-        ctx.set_device(g.sip)
-        dp = DPPolicy(cube="row_wise", num_cubes=C, cube_start=g.cube_start, pe="row_wise",
-                      num_pes=P)
-        handles.append(ctx.launch(f"gqa_prefill.h{g.head}", gqa_prefill, ranks, dp=dp,
-                                  scratch_bytes=arena))
-    if progress is not None:
-        progress.watch(engine, handles)
-    for h in handles:
-        ctx.wait(h)
+    handles = launch_groups(ctx, groups, "gqa_prefill", gqa_prefill, ranks, C, P, progress, scratch_bytes=arena)
     t0, t1 = span(handles)
     counts = count_delta(engine, before)
     max_err = None

@@ -265,3 +265,10 @@ def test_peak_scratch_does_not_grow_with_context(default_graph):
            for S in (128, 256)]
     assert pre[0]["peak_scratch_bytes"] == pre[1]["peak_scratch_bytes"]
     assert pre[0]["peak_scratch_bytes"] <= working_set(SMALL.G // 2 * 32, 32, SMALL.d, True)
+
+
+def test_fewer_heads_than_sips_take_one_group_on_each_first_sip(llama_graph):
+    groups = place_groups(llama_graph.spec, 2, 8, 8)
+    assert [(g.sip, g.cube_start) for g in groups] == [(0, 0), (1, 0)]
+    with pytest.raises(ValueError, match="spread evenly"):
+        place_groups(llama_graph.spec, 6, 8, 8)

@@ -102,3 +102,23 @@ def test_book_drops_what_ended_before_now_and_agrees_with_reserve():
     assert fast.busy_ns == ref.busy_ns
     assert len(fast.ends) <= len(ref.ends)
     assert fast.ends[-1] == ref.ends[-1]
+
+
+def test_extend_equals_reserving_each_run():
+    runs = [(5.0, 7.0), (8.0, 9.0), (12.0, 20.0)]  # as another timeline holds them
+    a, b = BusyTimeline(), BusyTimeline()
+    for t in (a, b):
+        t.reserve(0.0, 5.0)  # the last booking touches the first run: they merge
+    for s, e in runs:
+        a.reserve(s, e - s)
+    b.extend([s for s, _ in runs], [e for _, e in runs], sum(e - s for s, e in runs))
+    assert (a.starts, a.ends, a.busy_ns) == (b.starts, b.ends, b.busy_ns)
+
+
+def test_extend_refuses_runs_before_the_last_booking():
+    import pytest
+
+    t = BusyTimeline()
+    t.reserve(0.0, 10.0)
+    with pytest.raises(ValueError, match="overlaps"):
+        t.extend([5.0], [6.0], 1.0)

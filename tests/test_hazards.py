@@ -66,3 +66,48 @@ def test_the_table_keeps_only_what_can_still_matter():
         t.record([("hbm", 0, 4096)], [], c)
     raw, other = t.deps([], [("hbm", 1000, 1001)])
     assert raw == [] and {id(c) for c in other} == {id(c) for c in readers}
+
+
+class _Cmd:
+    def __init__(self, reads, writes, waits_for_inputs):
+        self._r, self._w, self.waits_for_inputs = reads, writes, waits_for_inputs
+
+    def accesses(self):
+        return self._r, self._w
+
+
+def _h(addr, nbytes):
+    from kernbench.isa.handles import TensorHandle
+    return TensorHandle(f"h{addr}", addr, (nbytes // 4,), "f32", "tcm", True)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 15), st.integers(1, 4), st.booleans()),
+                min_size=1, max_size=10),
+       st.lists(st.tuples(st.integers(0, 15), st.integers(1, 4)), max_size=6),
+       st.booleans())
+def test_access_ranges_keep_every_dependency(history, cmd_ops, waits):
+    """The reduced ranges of a command (writes merged, repeated reads and, for a
+    non-blocking command, reads its writes cover dropped) find the same latest
+    dependencies in a table holding any history, and record the same table."""
+    from kernbench.components.builtin.hazards import access_ranges
+
+    rw = [(_h(64 * a, 64 * n), w) for a, n, w in history]
+    cut = len(cmd_ops) // 2
+    reads = [_h(64 * a, 64 * n) for a, n in cmd_ops[:cut]]
+    writes = [_h(64 * a, 64 * n) for a, n in cmd_ops[cut:]]
+    reads += writes[:1]  # a read-modify-write
+    full = ([h.byte_range() for h in reads], [h.byte_range() for h in writes])
+    reduced = access_ranges(_Cmd(reads, writes, waits))
+    tables = []
+    for rr, wr in (full, reduced):
+        t = AccessTracker()
+        for i, (h, is_write) in enumerate(rw):
+            c = Completion(float(10 + i), label=f"op{i}")
+            t.record([] if is_write else [h.byte_range()], [h.byte_range()] if is_write else [], c)
+        raw, other = t.deps(rr, wr)
+        tables.append((max((c.done_at for c in raw), default=0.0),
+                       max((c.done_at for c in raw + other), default=0.0)))
+    assert tables[1][1] == tables[0][1]  # what the op as a whole waits for
+    if waits:  # a blocking op waits on the CPU for its producers: those stay producers
+        assert tables[1][0] == tables[0][0]

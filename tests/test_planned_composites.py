@@ -91,3 +91,33 @@ def test_busy_engines_take_the_tile_by_tile_path(small_graph):
     feeder = pe.scheduler.feeder
     assert not feeder._private(a, b, out, 0.0)
     assert feeder._private(a, b, out, 2000.0)  # after it, the plan is private again
+
+
+def _attention(graph, mode: str, planned: bool):
+    from kernbench.workloads.attention.common import Shape
+    from kernbench.workloads.attention.decode_run import run_decode
+    from kernbench.workloads.attention.prefill_run import run_prefill
+
+    old, CompositeFeeder.planned = CompositeFeeder.planned, planned
+    try:
+        if mode == "prefill":  # QK with a mask epilogue, P.V with the softmax_merge prologue
+            r = run_prefill(graph, 300, C=2, P=2, q_rows=32, tile=64, shape=Shape(2, 2, 32))
+        else:
+            r = run_decode(graph, 777, C=1, P=2, tile=128, variant="opt2",
+                           shape=Shape(2, 8, 128))
+    finally:
+        CompositeFeeder.planned = old
+    return r.latency_ns, dict(r.engine.op_log.counts), r.engine.op_log.stage_busy()
+
+
+@pytest.mark.parametrize("mode", ["prefill", "decode-opt2"])
+def test_whole_composites_with_recipe_prologues_plan_exactly(default_graph, mode):
+    """Recipe prologue + GEMM + epilogues, planned once per shape and reused shifted,
+    against every op timed stage by stage: the same latency, op counts and busy time."""
+    lat_p, counts_p, stages_p = _attention(default_graph, mode.split("-")[0], True)
+    lat_e, counts_e, stages_e = _attention(default_graph, mode.split("-")[0], False)
+    assert lat_p == pytest.approx(lat_e, rel=1e-12)
+    assert counts_p == counts_e
+    assert stages_p.keys() == stages_e.keys()
+    for owner, st in stages_e.items():
+        assert stages_p[owner] == pytest.approx(st, rel=1e-9)

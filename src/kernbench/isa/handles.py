@@ -62,7 +62,7 @@ class TensorHandle:
     """
 
     __slots__ = ("id", "addr", "shape", "dtype", "space", "pinned", "row_stride",
-                 "transposed", "pending", "_nbytes")
+                 "transposed", "pending", "_nbytes", "_range")
 
     def __init__(self, id: str, addr: int, shape: tuple[int, ...], dtype: str, space: str,
                  pinned: bool, row_stride: int | None = None, transposed: bool = False,
@@ -77,6 +77,7 @@ class TensorHandle:
         self.transposed = transposed
         self.pending = pending
         self._nbytes = -1
+        self._range: tuple[str, int, int] | None = None
 
     @property
     def nbytes(self) -> int:
@@ -91,14 +92,19 @@ class TensorHandle:
 
     def byte_range(self) -> tuple[str, int, int]:
         """(space, start, end) of the bytes this view may touch (a strided 2-D view
-        spans its rows), the unit of PE hazard tracking."""
+        spans its rows), the unit of PE hazard tracking; computed once (a view's
+        fields never change)."""
+        r = self._range
+        if r is not None:
+            return r
         bpe = dtype_bytes(self.dtype)
         if len(self.shape) == 2 and self.row_stride is not None:
             rows, cols = (self.shape[1], self.shape[0]) if self.transposed else self.shape
             extent = ((rows - 1) * self.row_stride + cols) * bpe
         else:
             extent = self.nbytes
-        return (self.space, self.addr, self.addr + extent)
+        r = self._range = (self.space, self.addr, self.addr + extent)
+        return r
 
     def __repr__(self) -> str:
         t = ".T" if self.transposed else ""

@@ -64,6 +64,24 @@ RECIPES: dict[str, RecipeDescriptor] = {
 }
 
 
+_TEMPLATES: dict[int, list] = {}
+
+
+def _template(recipe: RecipeDescriptor) -> list:
+    """(kind, operand (field, slot) pairs, extra, dst slot) per micro-op, built once."""
+    t = _TEMPLATES.get(id(recipe))
+    if t is None:
+        t = _TEMPLATES[id(recipe)] = [
+            (e.op_kind,
+             tuple((k, getattr(e, k)) for k in ("src", "src_a", "src_b", "src_c")
+                   if getattr(e, k) is not None),
+             tuple((k, getattr(e, k)) for k in ("reduce_axis", "bcast_axis")
+                   if getattr(e, k) is not None),
+             e.dst)
+            for e in recipe.engine_seq]
+    return t
+
+
 def expand(item: dict, alloc: Callable[[tuple[int, ...], str], TensorHandle]
            ) -> tuple[list[OpSpec], list[TensorHandle], TensorHandle | None]:
     """Expand one prologue item into (ops, read-write handles, primary output)."""
@@ -87,12 +105,8 @@ def expand(item: dict, alloc: Callable[[tuple[int, ...], str], TensorHandle]
     for slot, shape_fn in recipe.scratch.items():
         shape, dtype = shape_fn(slots)
         slots[slot] = alloc(shape, dtype)
-    ops = []
-    for e in recipe.engine_seq:
-        operands = {k: slots[getattr(e, k)] for k in ("src", "src_a", "src_b", "src_c")
-                    if getattr(e, k) is not None}
-        extra = {k: getattr(e, k) for k in ("reduce_axis", "bcast_axis") if getattr(e, k) is not None}
-        ops.append(OpSpec(e.op_kind, Scope.KERNEL, operands, extra, slots[e.dst]))
+    ops = [OpSpec(kind, Scope.KERNEL, {k: slots[v] for k, v in operands}, dict(extra), slots[dst])
+           for kind, operands, extra, dst in _template(recipe)]
     rw = [slots[n] for n, mode in recipe.operands.items() if mode == "RW"]
     primary = slots[recipe.primary_out] if recipe.primary_out else None
     return ops, rw, primary

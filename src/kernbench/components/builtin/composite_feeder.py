@@ -9,10 +9,11 @@ engine (docs/adr/0008-pe-pipeline-timing.md). Without a GEMM, the head
 elementwise op streams in chunks.
 
 A GEMM whose operands and output are all in TCM touches only the PE's own
-fetch, GEMM, math and store engines. When those are idle from the loop's start
-on, the whole tile plan is timed in one pass without simulation events
-(``_gemm_planned``): the same bookings, made on private timelines and handed to
-the engines as merged busy runs (docs/adr/0027-planned-composites.md).
+fetch, GEMM, math and store engines. When those are idle from the composite's
+start (or, failing that, from its GEMM loop's start), the schedule comes from
+``composite_plan.Planner``: the same bookings, computed once per shape on
+private timelines and handed to the engines as merged busy runs, without
+simulation events (docs/adr/0027-planned-composites.md, 0028).
 """
 
 from __future__ import annotations
@@ -22,15 +23,13 @@ import heapq
 import numpy as np
 
 from kernbench.components import numerics
+from kernbench.components.builtin.composite_plan import Planner, chain_bytes
 from kernbench.components.builtin.dispatch import executes
 from kernbench.components.builtin.pe_ops import ready_at, view_va
-from kernbench.components.busy_timeline import BusyTimeline
-from kernbench.components.tiling import chunks, gemm_tiles, n_group, supertile
+from kernbench.components.tiling import chunks
 from kernbench.isa.commands import CompositeCmd, OpSpec, Scope
 from kernbench.isa.dtypes import dtype_bytes
 from kernbench.isa.handles import Completion
-
-ACC_BYTES = 4  # composite accumulators are f32
 
 
 @executes(CompositeCmd)
@@ -56,6 +55,7 @@ class CompositeFeeder:
         self.pe = pe
         self.ops = ops
         self.node_id = node_id
+        self.planner = Planner(pe)
 
     def _private(self, a, b, out, t0: float) -> bool:
         """The plan may be timed in one pass: no DMA, and the engines it books are idle
@@ -89,6 +89,8 @@ class CompositeFeeder:
         g = cmd.gemm_index
         if g is None:
             end = yield from self._math_composite(cmd, t0)
+        elif (end := self._whole_plan(cmd, g, t0)) is not None:
+            pass
         else:
             end = t0
             for op in cmd.ops[:g]:
@@ -100,6 +102,10 @@ class CompositeFeeder:
                     end = self._after_head(op, cmd.ops[g].out, end)
         if end > env.now:
             yield env.timeout(end - env.now)
+        self._record(cmd, g, t0, end)
+        comp.complete(end)
+
+    def _record(self, cmd: CompositeCmd, g: int | None, t0: float, end: float) -> None:
         head = cmd.ops[g] if g is not None else cmd.ops[0]
         out = head.out
         params = {"ops": [op.kind for op in cmd.ops], "logical_bytes": cmd.logical_bytes,
@@ -112,19 +118,20 @@ class CompositeFeeder:
                           src_b_space=b.space, dtype_in=a.dtype)
         self.pe.op_log.record(t0, end, self.node_id, "gemm" if g is not None else "math",
                               f"composite_{head.kind}", params, "COMPOSITE")
-        comp.complete(end)
 
     def _after_head(self, op: OpSpec, out, t: float) -> float:
         """A KERNEL-scope op after the head: a recipe op, or an epilogue over the whole
         output (one vector op once the last tile is in)."""
         if op.out is not None:
             return self._single_shot(op, t)
-        operands = list(op.operands.values())
-        elements = out.numel
+        fetched, stored, elements = chain_bytes(op, out)
         start, end = self.ops.compute_chain(
-            t, out.nbytes + sum(h.nbytes for h in operands), out.nbytes,
-            lambda r: self.ops.math_run(r, elements), op.kind, "math",
+            t, fetched, stored, lambda r: self.ops.math_run(r, elements), op.kind, "math",
             {"elements": elements, "epilogue": True}, "MATH", composite=True)
+        self._after_head_data(op, out, start, end)
+        return end
+
+    def _after_head_data(self, op: OpSpec, out, start: float, end: float) -> None:
         if self.pe.data is not None:
             box = {}
 
@@ -134,18 +141,20 @@ class CompositeFeeder:
 
             self.ops.data_at(start, compute)
             self.ops.data_at(end, lambda: self.ops.write(out, box["v"]))
-        return end
 
     def _single_shot(self, op: OpSpec, t: float) -> float:
         """A KERNEL-scope op on TCM operands, once, after ``t``."""
+        fetched, stored, elements = chain_bytes(op)
+        start, end = self.ops.compute_chain(
+            t, fetched, stored, lambda r: self.ops.math_run(r, elements), op.kind, "math",
+            {"elements": elements, "recipe_op": True}, "MATH", composite=True)
+        self._single_shot_data(op, start, end)
+        return end
+
+    def _single_shot_data(self, op: OpSpec, start: float, end: float) -> None:
         inputs = [op.operands[k] for k in sorted(op.operands)]
         names = sorted(op.operands)
         out = op.out
-        elements = max([out.numel if out is not None else 0] + [h.numel for h in inputs])
-        start, end = self.ops.compute_chain(
-            t, sum(h.nbytes for h in inputs), out.nbytes if out is not None else 0,
-            lambda r: self.ops.math_run(r, elements), op.kind, "math",
-            {"elements": elements, "recipe_op": True}, "MATH", composite=True)
         if self.pe.data is not None and out is not None:
             box = {}
 
@@ -155,7 +164,36 @@ class CompositeFeeder:
 
             self.ops.data_at(start, compute)
             self.ops.data_at(end, lambda: self.ops.write(out, box["v"]))
-        return end
+
+    def _whole_plan(self, cmd: CompositeCmd, g: int, t0: float) -> float | None:
+        """Book the whole composite from its plan and return its end, when it qualifies:
+        TCM operands, engines idle from ``t0``, GEMM inputs ready by the prologue's end.
+        None: the caller times it stage by stage."""
+        ops = cmd.ops
+        head = ops[g]
+        a, b = head.operands["a"], head.operands["b"]
+        if not self._private(a, b, head.out, t0):
+            return None
+        plan = self.planner.plan(ops, g, cmd.tile_shape)
+        if max(ready_at(a), ready_at(b)) > t0 + plan.gemm_at:
+            return None
+        self.planner.apply(plan, t0)
+        if self.pe.data is not None:
+            steps = iter(plan.steps)
+            for i, op in enumerate(ops):
+                if i == g or op.scope is not Scope.KERNEL:
+                    continue
+                s0, s1 = next(steps)
+                if i < g or op.out is not None:
+                    self._single_shot_data(op, t0 + s0, t0 + s1)
+                else:
+                    self._after_head_data(op, head.out, t0 + s0, t0 + s1)
+            epilogues = [op for op in ops[g + 1:] if op.scope is not Scope.KERNEL]
+            self._gemm_data(head, [op for op in epilogues if op.scope is Scope.K_TILE],
+                            [op for op in epilogues if op.scope is Scope.OUTPUT_TILE],
+                            t0 + plan.first_gemm,
+                            [(t0 + c[0], *c[1:]) for c in plan.commits], (plan.tk,))
+        return t0 + plan.end
 
     def _math_composite(self, cmd: CompositeCmd, t0: float):
         """No GEMM: KERNEL ops run once in order; the head elementwise op (the one with
@@ -233,17 +271,21 @@ class CompositeFeeder:
         pe, env = self.pe, self.pe.env
         spec = pe.spec.pe
         a, b, out = head.operands["a"], head.operands["b"], head.out
-        M, K, N = head.extra["m"], head.extra["k"], head.extra["n"]
-        tm, tk, tn = cmd.tile_shape or supertile((spec.tile_m, spec.tile_k, spec.tile_n), K, N)
+        K = head.extra["k"]
         bpe_a, bpe_b = dtype_bytes(a.dtype), dtype_bytes(b.dtype)
         bpe_out = dtype_bytes(out.dtype)
-        buffers = spec.max_inflight_tiles * (tm * tk * bpe_a + tk * tn * bpe_b)
-        budget = max(0, spec.tcm_reserved_bytes - buffers)
-        tiles = gemm_tiles(M, K, N, tm, tk, tn, n_group(-(-N // tn), tm, tn, budget, ACC_BYTES))
         k_epi = [op for op in epilogues if op.scope is Scope.K_TILE]
         o_epi = [op for op in epilogues if op.scope is Scope.OUTPUT_TILE]
-        if self._private(a, b, out, t0):
-            return self._gemm_planned(head, tiles, k_epi, o_epi, t0, (tk,))
+        if self._private(a, b, out, t0):  # the loop alone, planned from its ready time
+            ready = max(t0, ready_at(a), ready_at(b))
+            plan = self.planner.plan((head, *epilogues), 0, cmd.tile_shape)
+            self.planner.apply(plan, ready)
+            if pe.data is not None:
+                self._gemm_data(head, k_epi, o_epi, ready + plan.first_gemm,
+                                [(ready + c[0], *c[1:]) for c in plan.commits], (plan.tk,))
+            return ready + plan.end
+        M = head.extra["m"]
+        tiles, (tm, tk, _), budget = self.planner.gemm_tiles(head, cmd.tile_shape)
         fs, gemm, dma = pe.fetch_store, pe.gemm, pe.dma
         slots: list[float] = []
         acc_free: dict[int, float] = {}  # when the array may take this accumulator's next k step
@@ -315,64 +357,6 @@ class CompositeFeeder:
             end = max(end, done)
         if pe.data is not None:
             self._gemm_data(head, k_epi, o_epi, first_gemm, commits, (tk,))
-        return end
-
-    def _gemm_planned(self, head: OpSpec, tiles, k_epi, o_epi, t0: float, tk) -> float:
-        """The tile loop of :meth:`_gemm_loop` for TCM operands on idle engines, without
-        events: each stage is booked on a private copy of its engine's timeline in the
-        same order and with the same gap rule, so every start and end is what the
-        tile-by-tile path computes; the merged runs then go to the real engines and the
-        op log (counts and busy intervals, no per-tile records)."""
-        pe = self.pe
-        a, b, out = head.operands["a"], head.operands["b"], head.out
-        fs, gemm, math_e = pe.fetch_store, pe.gemm, pe.math
-        bpe_a, bpe_b, bpe_out = dtype_bytes(a.dtype), dtype_bytes(b.dtype), dtype_bytes(out.dtype)
-        lf, lg, lm, ls = BusyTimeline(), BusyTimeline(), BusyTimeline(), BusyTimeline()
-        f_ovh, g_ovh, m_ovh, s_ovh = (fs.fetch.overhead_ns, gemm.overhead_ns,
-                                      math_e.overhead_ns, fs.store.overhead_ns)
-        port, fill = fs.port_bw_gbs, gemm.fill_ns
-        ready = max(t0, ready_at(a), ready_at(b))
-        acc_free: dict[int, float] = {}
-        acc_done: dict[int, float] = {}
-        n_math = 0
-        end = t0
-        first_gemm = None
-        commits: list[tuple[float, int, int, int, int]] = []
-        for tile in tiles:
-            fd = (tile.m * tile.k * bpe_a + tile.k * tile.n * bpe_b) / port + f_ovh
-            f1 = lf.book(ready, fd, t0) + fd
-            gd = gemm.service_ns(tile.m, tile.k, tile.n) + g_ovh
-            g0 = lg.book(max(f1, acc_free.get(tile.ni, 0.0)), gd, t0)
-            if first_gemm is None:
-                first_gemm = g0
-            acc_free[tile.ni] = g0 + gd
-            t = max(g0 + gd + fill, acc_done.get(tile.ni, 0.0))
-            for _ in k_epi + (o_epi if tile.last_k else []):
-                md = math_e.service_ns(tile.m * tile.n) + m_ovh
-                t = lm.book(t, md, t0) + md
-                n_math += 1
-            acc_done[tile.ni] = t
-            if not tile.last_k:
-                continue
-            sd = tile.m * tile.n * bpe_out / port + s_ovh
-            done = ls.book(t, sd, t0) + sd
-            commits.append((done, tile.m0, tile.n0, tile.m, tile.n))
-            end = max(end, done)
-        log = pe.op_log
-        for eng, local, unit, kind, name, stage, n in (
-                (fs.fetch, lf, "pe_fetch_store", "memory", "TileToken/FETCH", "FETCH", len(tiles)),
-                (gemm, lg, "pe_gemm", "gemm", "TileToken/GEMM", "GEMM", len(tiles)),
-                (math_e, lm, "pe_math", "math", "TileToken/MATH", "MATH", n_math),
-                (fs.store, ls, "pe_fetch_store", "memory", "TileToken/STORE", "STORE",
-                 len(commits))):
-            if not n:
-                continue
-            for s0, s1 in zip(local.starts, local.ends, strict=True):
-                eng.timeline.reserve(s0, s1 - s0)
-            eng.ops += n
-            log.record_runs(pe.ids[unit], kind, name, stage, n, local.starts, local.ends)
-        if pe.data is not None:
-            self._gemm_data(head, k_epi, o_epi, first_gemm, commits, tk)
         return end
 
     def _gemm_data(self, head: OpSpec, k_epi, o_epi, t_read: float, commits, tk) -> None:

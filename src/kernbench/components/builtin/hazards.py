@@ -29,9 +29,44 @@ Range = tuple[str, int, int]
 
 
 def access_ranges(cmd) -> tuple[list[Range], list[Range]]:
-    """(byte ranges read, byte ranges written) by a command, computed once per dispatch."""
+    """(byte ranges read, byte ranges written) by a command, computed once per dispatch.
+
+    Writes that touch or overlap merge into one range, and repeated reads count once:
+    both leave every dependency as it is. A command that does not wait for its inputs
+    on the CPU (a composite) also drops the reads its own writes cover -- the write
+    already orders it after the last writer and the readers of those bytes -- so a
+    recipe's intermediates, written and read inside one composite, cost nothing.
+    """
     reads, writes = cmd.accesses()
-    return [h.byte_range() for h in reads], [h.byte_range() for h in writes]
+    written = [h.byte_range() for h in writes]
+    wr = _merged(written)
+    drop = not cmd.waits_for_inputs
+    seen = set(written) if drop else set()
+    rr: list[Range] = []
+    for h in reads:
+        r = h.byte_range()
+        if r in seen:
+            continue
+        seen.add(r)
+        if drop:
+            space, s, e = r
+            if any(ws == space and ws_s <= s and e <= ws_e for ws, ws_s, ws_e in wr):
+                continue
+        rr.append(r)
+    return rr, wr
+
+
+def _merged(ranges: list[Range]) -> list[Range]:
+    if len(ranges) < 2:
+        return ranges
+    out: list[Range] = []
+    for space, s, e in sorted(ranges):
+        if out and out[-1][0] == space and s <= out[-1][2]:
+            if e > out[-1][2]:
+                out[-1] = (space, out[-1][1], e)
+        else:
+            out.append((space, s, e))
+    return out
 
 
 class _Segments:

@@ -56,6 +56,7 @@ def _rows(q_rows: int, context: int, P: int) -> int:
 
 def expand(block: dict, spec: TopologySpec, source: str):
     from kernbench.workloads.attention import decode_run, prefill_run, short_run
+    from kernbench.workloads.attention.common import Shape
 
     shape = _shape(block)
     dec, pre = block["decode"], block.get("prefill", {})
@@ -94,11 +95,17 @@ def expand(block: dict, spec: TopologySpec, source: str):
     for ctx in pre.get("contexts", []):
         workloads.append((f"prefill-{ctx}", dict(pcommon, context=ctx, users=1,
                                                  q_rows=_rows(prow, ctx, pP))))
+    rtile = int(ring.get("tile", 256))
+    rheads = int(ring.get("kv_heads", shape.heads))
+    rshape = Shape(rheads, shape.G, shape.d)
+    if ring.get("q_rows"):
+        _check(source, "ring", lambda: prefill_run.validate(
+            spec, 1, 1, pC, int(ring.get("P", 1)), 1, rtile, rshape))
     for rows in ring.get("q_rows", []):
+        # one full KV tile per CUBE: every ring step moves and computes a whole tile
         workloads.append((f"ring-q{rows}", dict(pcommon, q_rows=rows, P=int(ring.get("P", 1)),
-                                               tile=int(ring.get("tile", 64)),
-                                               context=int(ring.get("context", 512)), users=1,
-                                               causal=False, sweep="ring")))
+                                               tile=rtile, context=pC * rtile, users=1,
+                                               kv_heads=rheads, causal=False, sweep="ring")))
     for phase in short.get("phases", ["decode"]):
         contexts = short.get("contexts", [])
         if phase == "prefill":
@@ -119,6 +126,8 @@ def run(graph: TopologyGraph, workload: dict, variant: dict) -> dict:
     from kernbench.workloads.attention.common import Shape
 
     shape = Shape(*variant["heads"])
+    if "kv_heads" in workload:  # the ring sweep may run fewer groups than the study
+        shape = Shape(workload["kv_heads"], shape.G, shape.d)
     kind = workload["kind"]
     common = dict(users=workload["users"], shape=shape)
     extra: dict = {}

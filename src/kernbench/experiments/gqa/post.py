@@ -28,7 +28,8 @@ SUMMARY = (
     "best long-decode efficiency (>= {long/context} tokens): {long/besteffpct} % "
     "(C={long/bestC}, {long/bestvariant}); GEMM engine busy {long/bestgemmpct} %",
     "ring block-size sweep: predicted overlap at {ring/c} query rows; exposed rotation per "
-    "hop {ring/exposedlo} ns at {ring/qlo} rows, {ring/exposedhi} ns at {ring/qhi} rows",
+    "hop {ring/exposedlo} ns at {ring/qlo} rows, hidden (under 1 % of a hop) from "
+    "{ring/hiddenfrom} rows",
 )
 
 
@@ -264,8 +265,21 @@ def values(df: pd.DataFrame, ctx=None) -> dict[str, Value]:
         v["ring/exposedhi"] = num(hi["ring_wait_ns"] / max(1.0, hi["hops_per_pe"]), 0)
         v["ring/hopns"] = num(float(lo["hop_ns"]), 0)
         v["ring/points"] = count(len(ring))
+        per_hop = ring["ring_wait_ns"] / ring["hops_per_pe"].clip(lower=1)
+        hidden = ring[per_hop < 0.01 * ring["hop_ns"]]  # under 1 % of a hop's link time
+        v["ring/hiddenfrom"] = count(int(hidden["q_rows"].min())) if len(hidden) else MISSING
+        below = ring[ring["q_rows"] < ring["overlap_rows"]]
+        if len(below):
+            b = below.iloc[-1]
+            v["ring/qbelow"] = count(int(b["q_rows"]))
+            v["ring/exposedbelow"] = num(b["ring_wait_ns"] / max(1.0, b["hops_per_pe"]), 0)
+            v["ring/modelbelow"] = num(max(0.0, b["hop_ns"] - b["step_compute_ns"]), 0)
+        else:
+            for k in ("qbelow", "exposedbelow", "modelbelow"):
+                v[f"ring/{k}"] = MISSING
     else:
-        for k in ("c", "qlo", "qhi", "exposedlo", "exposedhi", "points", "hopns"):
+        for k in ("c", "qlo", "qhi", "exposedlo", "exposedhi", "points", "hopns", "hiddenfrom",
+                  "qbelow", "exposedbelow", "modelbelow"):
             v[f"ring/{k}"] = MISSING
     pre = _sel(df, kind="prefill", sweep="sweep")
     v["prefill/points"] = count(len(pre))

@@ -62,13 +62,14 @@ def place_groups(spec, heads: int, C: int, P: int) -> list[CubeGroup]:
 
     Each SIP takes ``heads / sips`` groups; group ``k`` of a SIP starts at CUBE
     ``k * cubes_per_sip / groups_per_sip`` (``cube_start``), so two groups per
-    SIP sit in the two halves of the mesh whatever ``C`` is.
+    SIP sit in the two halves of the mesh whatever ``C`` is. With fewer heads
+    than SIPs (a small study), the first ``heads`` SIPs take one group each.
     """
     sips, w, hh = spec.sips.count, spec.cube_w, spec.cube_h
     cubes_per_sip, pes = w * hh, spec.pes_per_cube
-    if heads % sips:
+    if heads >= sips and heads % sips:
         raise ValueError(f"{heads} KV heads do not spread evenly over {sips} SIPs")
-    per_sip = heads // sips
+    per_sip = max(1, heads // sips)
     if P < 1 or P > pes:
         raise ValueError(f"P={P} must be in 1..{pes} (PEs per CUBE)")
     if C < 1 or C * per_sip > cubes_per_sip:

@@ -56,8 +56,8 @@ def ring_cubes(g: CubeGroup) -> list[int]:
 
 def exposed_wait(marks, busy: list[tuple[float, float]]) -> float:
     """Time a PE waited for ring tiles (between its ring_wait and ring_go marks)
-    with none of its compute stages (fetch, GEMM, math, store) busy: rotation not
-    hidden by compute."""
+    with no compute of its own in progress (no composite between its start and end,
+    no fetch, GEMM, math or store op): rotation not hidden by compute."""
     total, since = 0.0, None
     for t, label in marks:
         if label == "ring_wait":
@@ -73,7 +73,8 @@ def _compute_busy(engine, coord) -> list[tuple[float, float]]:
     owner = engine.pe(*coord).prefix
     log = engine.op_log
     merged: list[tuple[float, float]] = []
-    spans = [iv for stage in ("FETCH", "GEMM", "MATH", "STORE")
+    # a composite's span counts whole: its GEMM results drain between engine bookings
+    spans = [iv for stage in ("COMPOSITE", "FETCH", "GEMM", "MATH", "STORE")
              for iv in log.stage_intervals(owner, stage)]
     for s, e in sorted(spans):
         if merged and s <= merged[-1][1]:

@@ -1,0 +1,187 @@
+"""Closed-form timing of a composite that only its own PE engines serve (ADR 0027, 0028).
+
+A composite whose GEMM operands and output sit in TCM books nothing but its
+PE's fetch, GEMM, math and store engines. When those are idle from the
+composite's start, its whole schedule -- recipe prologue ops, the supertile
+loop, whole-output ops after it -- depends on the op shapes alone. A
+:class:`Planner` computes that schedule once per shape on private timelines
+starting at 0, with the same booking and gap rules as the event path, and the
+feeder reuses it shifted to each start. Attention issues the same few shapes
+hundreds of thousands of times, so a composite then costs a dictionary lookup
+and one booking per merged busy run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kernbench.components.busy_timeline import BusyTimeline
+from kernbench.components.tiling import gemm_tiles, n_group, supertile
+from kernbench.isa.commands import OpSpec, Scope
+from kernbench.isa.dtypes import dtype_bytes
+
+ACC_BYTES = 4  # composite accumulators are f32
+FETCH, GEMM, MATH, STORE = "fetch", "gemm", "math", "store"
+# (engine, unit in the PE's ids, op kind, stage) of each engine a plan books
+STAGES = ((FETCH, "pe_fetch_store", "memory", "FETCH"), (GEMM, "pe_gemm", "gemm", "GEMM"),
+          (MATH, "pe_math", "math", "MATH"), (STORE, "pe_fetch_store", "memory", "STORE"))
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A composite's schedule relative to its start (times in ns from 0)."""
+
+    end: float
+    gemm_at: float  # when the supertile loop may begin: its operands must be ready by then
+    runs: dict  # engine -> (starts, ends) of its merged busy runs
+    busy: dict  # engine -> total booked ns
+    ops: dict  # engine -> bookings made on it
+    names: dict  # engine -> {op name: count} for the op log
+    steps: tuple  # (start, end) of every KERNEL-scope op in command order, head excluded
+    first_gemm: float
+    commits: tuple  # (done, m0, n0, m, n) per output tile (data mode writes)
+    tk: int  # the supertile's k depth (k-tile epilogues in data mode)
+
+
+def chain_bytes(op: OpSpec, head_out=None) -> tuple[int, int, int]:
+    """(bytes fetched, bytes stored, elements) of a KERNEL-scope op run once: a recipe
+    op (its own output, if any), or, given the head's output, an op after the head
+    without one (an epilogue over the whole output)."""
+    if op.out is not None or head_out is None:
+        inputs = [op.operands[k] for k in sorted(op.operands)]
+        out = op.out
+        elements = max([out.numel if out is not None else 0] + [h.numel for h in inputs])
+        return sum(h.nbytes for h in inputs), out.nbytes if out is not None else 0, elements
+    return (head_out.nbytes + sum(h.nbytes for h in op.operands.values()), head_out.nbytes,
+            head_out.numel)
+
+
+class Planner:
+    """Plans of one PE's composites, cached by shape."""
+
+    def __init__(self, pe) -> None:
+        self.pe = pe
+        self._cache: dict[tuple, Plan] = {}
+
+    def gemm_tiles(self, head: OpSpec, tile_shape):
+        """(tiles, supertile, accumulator budget) of the head GEMM: the supertile walk
+        both paths use."""
+        spec = self.pe.spec.pe
+        a, b = head.operands["a"], head.operands["b"]
+        M, K, N = head.extra["m"], head.extra["k"], head.extra["n"]
+        tm, tk, tn = tile_shape or supertile((spec.tile_m, spec.tile_k, spec.tile_n), K, N)
+        buffers = spec.max_inflight_tiles * (tm * tk * dtype_bytes(a.dtype)
+                                             + tk * tn * dtype_bytes(b.dtype))
+        budget = max(0, spec.tcm_reserved_bytes - buffers)
+        tiles = gemm_tiles(M, K, N, tm, tk, tn, n_group(-(-N // tn), tm, tn, budget, ACC_BYTES))
+        return tiles, (tm, tk, tn), budget
+
+    def plan(self, ops: tuple[OpSpec, ...], g: int, tile_shape) -> Plan:
+        """The plan of ``ops`` (head GEMM at index ``g``), from the cache when its shapes
+        were planned before."""
+        head = ops[g]
+        a, b, out = head.operands["a"], head.operands["b"], head.out
+        key = (g, tile_shape, head.extra["m"], head.extra["k"], head.extra["n"], a.dtype,
+               b.dtype, out.dtype, tuple(
+                   (op.kind, op.scope,
+                    chain_bytes(op, out if i > g else None) if op.scope is Scope.KERNEL else None)
+                   for i, op in enumerate(ops) if i != g))
+        plan = self._cache.get(key)
+        if plan is None:
+            plan = self._cache[key] = self._build(ops, g, tile_shape)
+        return plan
+
+    def _build(self, ops, g: int, tile_shape) -> Plan:
+        pe = self.pe
+        fs, gemm, math_e = pe.fetch_store, pe.gemm, pe.math
+        port = fs.port_bw_gbs
+        ovh = {FETCH: fs.fetch.overhead_ns, GEMM: gemm.overhead_ns, MATH: math_e.overhead_ns,
+               STORE: fs.store.overhead_ns}
+        lines = {e: BusyTimeline() for e in ovh}
+        counts = {e: 0 for e in ovh}
+        names: dict[str, dict[str, int]] = {e: {} for e in ovh}
+
+        def book(engine: str, ready: float, service: float, name: str) -> tuple[float, float]:
+            d = service + ovh[engine]
+            start = lines[engine].book(ready, d, 0.0)
+            counts[engine] += 1
+            names[engine][name] = names[engine].get(name, 0) + 1
+            return start, start + d
+
+        def chain(t: float, op: OpSpec, head_out) -> tuple[float, float]:
+            """FETCH -> MATH -> STORE of one whole-tensor op, as ``PeOps.compute_chain``."""
+            fetched, stored, elements = chain_bytes(op, head_out)
+            f0, f1 = book(FETCH, t, fetched / port, "TileToken/FETCH")
+            _, m1 = book(MATH, f1, math_e.service_ns(elements), op.kind)
+            _, s1 = book(STORE, m1, stored / port, "TileToken/STORE")
+            return f0, s1
+
+        steps = []
+        t = 0.0
+        for op in ops[:g]:
+            step = chain(t, op, None)
+            steps.append(step)
+            t = step[1]
+        gemm_at = t
+        head = ops[g]
+        a, b, out = head.operands["a"], head.operands["b"], head.out
+        bpe_a, bpe_b, bpe_out = dtype_bytes(a.dtype), dtype_bytes(b.dtype), dtype_bytes(out.dtype)
+        epilogues = [op for op in ops[g + 1:] if op.scope is not Scope.KERNEL]
+        k_epi = [op for op in epilogues if op.scope is Scope.K_TILE]
+        o_epi = [op for op in epilogues if op.scope is Scope.OUTPUT_TILE]
+        tiles, (_, tk, _), _ = self.gemm_tiles(head, tile_shape)
+        fill = gemm.fill_ns
+        acc_free: dict[int, float] = {}
+        acc_done: dict[int, float] = {}
+        end = gemm_at
+        first_gemm = None
+        commits = []
+        for tile in tiles:
+            _, f1 = book(FETCH, gemm_at, (tile.m * tile.k * bpe_a + tile.k * tile.n * bpe_b)
+                         / port, "TileToken/FETCH")
+            g0, g1 = book(GEMM, max(f1, acc_free.get(tile.ni, 0.0)),
+                          gemm.service_ns(tile.m, tile.k, tile.n), "TileToken/GEMM")
+            if first_gemm is None:
+                first_gemm = g0
+            acc_free[tile.ni] = g1
+            t = max(g1 + fill, acc_done.get(tile.ni, 0.0))
+            for _ in k_epi + (o_epi if tile.last_k else []):
+                t = book(MATH, t, math_e.service_ns(tile.m * tile.n), "TileToken/MATH")[1]
+            acc_done[tile.ni] = t
+            if not tile.last_k:
+                continue
+            done = book(STORE, t, tile.m * tile.n * bpe_out / port, "TileToken/STORE")[1]
+            commits.append((done, tile.m0, tile.n0, tile.m, tile.n))
+            end = max(end, done)
+        for op in ops[g + 1:]:
+            if op.scope is Scope.KERNEL:
+                step = chain(end, op, out)
+                steps.append(step)
+                end = step[1]
+        runs = {e: (tuple(line.starts), tuple(line.ends)) for e, line in lines.items()}
+        busy = {e: line.busy_ns for e, line in lines.items()}
+        return Plan(end, gemm_at, runs, busy, counts, names, tuple(steps), first_gemm,
+                    tuple(commits), tk)
+
+    def apply(self, plan: Plan, t0: float) -> None:
+        """Book ``plan`` started at ``t0`` on the real engines and the op log."""
+        pe = self.pe
+        fs = pe.fetch_store
+        engines = {FETCH: fs.fetch, GEMM: pe.gemm, MATH: pe.math, STORE: fs.store}
+        log = pe.op_log
+        for engine, unit, kind, stage in STAGES:
+            n = plan.ops[engine]
+            if not n:
+                continue
+            eng = engines[engine]
+            timeline = eng.timeline
+            rel_s, rel_e = plan.runs[engine]
+            starts = [t0 + s for s in rel_s]
+            ends = [t0 + e for e in rel_e]
+            timeline.extend(starts, ends, plan.busy[engine])
+            eng.ops += n
+            first = True
+            for name, count in plan.names[engine].items():
+                log.record_runs(pe.ids[unit], kind, name, stage, count,
+                                starts if first else (), ends if first else ())
+                first = False

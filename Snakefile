@@ -18,11 +18,13 @@ include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/figures.smk"
 include: "workflow/rules/paper.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/site.smk"
 
 
 rule all:
     default_target: True
     input:
         rules.paper.output.pdf,
+        rules.site.output.index,
         TABLES,
         FIGURES,

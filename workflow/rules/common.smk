@@ -87,6 +87,18 @@ wildcard_constraints:
     variant="[^/]+",
 
 
+def job_resource(key, default):
+    """A point's scheduler resource: its experiment's estimate, else the default."""
+
+    def get(wildcards):
+        job = job_of(wildcards)
+        estimate = SWEEP.experiment(job.experiment).resources
+        value = estimate(job.slice["workload"]).get(key) if estimate else None
+        return default if value is None else max(default, int(value))
+
+    return get
+
+
 def job_of(wildcards):
     path = f"{RAW}/{wildcards.experiment}/{wildcards.topology}/{wildcards.workload}/{wildcards.variant}.json"
     try:

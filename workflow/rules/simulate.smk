@@ -17,8 +17,8 @@ rule simulate:
     benchmark:
         f"{BENCH_DIR}/simulate/{{experiment}}/{{topology}}/{{workload}}/{{variant}}.tsv"
     resources:
-        mem_mb=600,
-        runtime=10,
+        mem_mb=job_resource("mem_mb", 600),
+        runtime=job_resource("runtime", 10),
     conda:
         CONDA_ENV
     shell:

@@ -17,10 +17,12 @@ from kernbench.cli import (
     allreduce_cmd,
     attention_cmd,
     bench_cmd,
+    capacity_cmd,
     experiments_cmd,
     job_cmd,
     probe_cmd,
     topology_cmd,
+    web_cmd,
 )
 from kernbench.errors import KernbenchError
 
@@ -30,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"kernbench {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for module in (bench_cmd, probe_cmd, topology_cmd, job_cmd, experiments_cmd, allreduce_cmd,
-                   attention_cmd):
+                   attention_cmd, capacity_cmd, web_cmd):
         module.add_parser(sub)
     return parser
 

@@ -57,7 +57,7 @@ def clear_stale_locks(workdir: str | Path) -> list[str]:
     return removed
 
 
-POST_PROCESSING = ("analysis", "report")  # their edits re-render, they do not re-simulate
+POST_PROCESSING = ("analysis", "report", "capacity")  # their edits re-render, not re-simulate
 POST_MODULE = "post.py"  # an experiment's post-processing module (experiments/<name>/post.py)
 
 

@@ -57,6 +57,9 @@ class Experiment:
     part: str = "study"  # "platform": appended to the platform section; "study": own section
     order: int = 100  # position among the experiments of its part (then by name)
     files: tuple[str, ...] = field(default=())  # source files the report depends on
+    # (workload dict) -> {"mem_mb": ..., "runtime": minutes} for a batch scheduler, when a
+    # point needs more than the workflow's default (600 MB, 10 min); not part of the slice
+    resources: Callable | None = None
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):

@@ -71,6 +71,16 @@ def manifest(sweep, raw_dir: str, bench_dir: str | Path, log_dir: str | Path,
         jobs.append({"rule": rule, "output": output, "config_hash": None,
                      **_bench(Path(bench_file))})
     sim = [j["wall_s"] for j in jobs if j["rule"] == "simulate" and j["wall_s"] is not None]
+    per_exp = {}
+    for name in sweep.experiments:
+        mine = [j for j in jobs if j.get("experiment") == name and j["wall_s"] is not None]
+        slow = max(mine, key=lambda j: j["wall_s"], default=None)
+        per_exp[name] = {
+            "jobs": sum(1 for j in sweep.jobs if j.experiment == name),
+            "wall_s_sum": sum(j["wall_s"] for j in mine),
+            "slowest": ({"workload": slow["workload"], "topology": slow["topology"],
+                         "variant": slow["variant"], "wall_s": slow["wall_s"]} if slow else None),
+        }
     return {
         "kernbench_version": __version__,
         "git_revision": git_revision(),
@@ -83,6 +93,7 @@ def manifest(sweep, raw_dir: str, bench_dir: str | Path, log_dir: str | Path,
             "simulate_wall_s_mean": sum(sim) / len(sim) if sim else None,
             "all_wall_s_sum": sum(j["wall_s"] or 0.0 for j in jobs),
         },
+        "per_experiment": per_exp,  # each experiment's job count, total and slowest job
     }
 
 
@@ -93,8 +104,6 @@ def write_manifest(doc: dict, path: str | Path) -> Path:
 def summary_markdown(sweep, manifest_doc: dict, tables: dict[str, str | Path],
                      config: dict) -> str:
     """One page: the run, then each experiment's headline lines (from its values)."""
-    from kernbench.report.generate import ReportContext, load_table
-
     t = manifest_doc["totals"]
     mean = t["simulate_wall_s_mean"]
     lines = ["# KernBench run summary", "",
@@ -104,18 +113,35 @@ def summary_markdown(sweep, manifest_doc: dict, tables: dict[str, str | Path],
              f"mean job wall time {mean:.3f} s" if mean is not None else
              f"- {t['simulate_jobs']} simulation jobs",
              "- outputs: the tables, figures, the paper and the manifest", ""]
+    per = manifest_doc.get("per_experiment", {})
+    heads_of = headline_lines(sweep.experiments, tables, config)
+    for name in sweep.experiments:  # every experiment, with or without headline lines
+        heads = heads_of.get(name, [])
+        lines += [f"## {name}", ""]
+        p = per.get(name)
+        if p and p["slowest"]:
+            lines.append(f"- {p['jobs']} jobs, {p['wall_s_sum']:.1f} s of job wall time in all; "
+                         f"slowest {p['slowest']['workload']} ({p['slowest']['wall_s']:.1f} s)")
+        lines += [f"- {line}" for line in heads] + [""]
+    return "\n".join(lines)
+
+
+def headline_lines(experiments, tables: dict[str, str | Path], config: dict) -> dict:
+    """{experiment: its SUMMARY lines filled with its values}, for experiments whose
+    table exists (the summary page and the results site)."""
+    from kernbench.report.generate import ReportContext, load_table
+
     ctx = ReportContext(config)
-    present = [name for name in sweep.experiments if Path(tables[name]).exists()]
+    out = {}
+    present = [name for name in experiments if Path(tables[name]).exists()]
     for exp in ordered(present):
         post = exp.post_module()
         templates = getattr(post, "SUMMARY", ())
         if not templates:
             continue
         vals = post.values(load_table(post, tables[exp.name]), ctx)
-        lines += [f"## {exp.name}", ""]
-        lines += [f"- {line}" for line in (fill(t, vals) for t in templates) if line is not None]
-        lines.append("")
-    return "\n".join(lines)
+        out[exp.name] = [line for line in (fill(t, vals) for t in templates) if line is not None]
+    return out
 
 
 def write_summary(text: str, path: str | Path) -> Path:

@@ -63,6 +63,8 @@ def frame(records: list[dict]) -> pd.DataFrame:
         for k, v in m.get("short", {}).items():
             row[f"short_{k}"] = v
         rows.append(row)
+        if lab.get("sweep_point"):  # a headline point that is also a point of its sweep
+            rows.append(dict(row, point=lab["sweep_point"], sweep="sweep", panel=""))
     df = pd.DataFrame(rows)
     if df.empty:
         return df
@@ -283,7 +285,19 @@ def values(df: pd.DataFrame, ctx=None) -> dict[str, Value]:
             v[f"ring/{k}"] = MISSING
     pre = _sel(df, kind="prefill", sweep="sweep")
     v["prefill/points"] = count(len(pre))
-    v["prefill/maxcontext"] = count(int(pre["context"].max())) if len(pre) else MISSING
+    if len(pre):
+        longest = pre.sort_values("context").iloc[-1]
+        v["prefill/maxcontext"] = count(int(longest["context"]))
+        v["prefill/maxgemms"] = count(int(longest["gemm"]))
+        v["prefill/maxeffpct"] = num(100 * float(longest["efficiency"]), 1)
+        v["prefill/maxscratchmb"] = num(float(longest["peak_scratch_bytes"]) / 2**20, 2)
+        first = pre.sort_values("context").iloc[0]
+        v["prefill/mincontext"] = count(int(first["context"]))
+        v["prefill/mineffpct"] = num(100 * float(first["efficiency"]), 1)
+    else:
+        for k in ("maxcontext", "maxgemms", "maxeffpct", "maxscratchmb", "mincontext",
+                  "mineffpct"):
+            v[f"prefill/{k}"] = MISSING
     short = _sel(df, kind="short")
     v["short/points"] = count(len(short))
     dshort = short[short["phase"] == "decode"] if len(short) else short

@@ -1,0 +1,1 @@
+"""Capacity planning: how many PEs, replicas and systems serve a model (``kernbench capacity``)."""

@@ -272,3 +272,19 @@ def test_fewer_heads_than_sips_take_one_group_on_each_first_sip(llama_graph):
     assert [(g.sip, g.cube_start) for g in groups] == [(0, 0), (1, 0)]
     with pytest.raises(ValueError, match="spread evenly"):
         place_groups(llama_graph.spec, 6, 8, 8)
+
+
+def test_exposed_wait_counts_only_uncovered_wait_time():
+    from kernbench.workloads.attention.prefill_run import exposed_wait
+
+    rng = np.random.default_rng(3)
+    edges = np.sort(rng.uniform(0, 1000, 40))
+    busy = [(float(a), float(b)) for a, b in zip(edges[::2], edges[1::2], strict=True)]
+    cuts = np.sort(rng.uniform(0, 1000, 20))
+    marks = [(float(t), "ring_wait" if k % 2 == 0 else "ring_go") for k, t in enumerate(cuts)]
+    brute = 0.0
+    for (t0, _), (t1, _) in zip(marks[::2], marks[1::2], strict=True):
+        grid = np.linspace(t0, t1, 20001)[:-1] + (t1 - t0) / 40000
+        idle = ~np.any([(grid >= s) & (grid < e) for s, e in busy], axis=0)
+        brute += idle.mean() * (t1 - t0)
+    assert exposed_wait(marks, busy) == pytest.approx(brute, rel=1e-3, abs=1e-3)

@@ -99,6 +99,14 @@ def job_resource(key, default):
     return get
 
 
+def job_priority(wildcards):
+    """Long points start first (the scheduler's priority), so they do not trail the
+    sweep: their experiment's runtime estimate in minutes, 0 without one."""
+    job = job_of(wildcards)
+    estimate = SWEEP.experiment(job.experiment).resources
+    return int(estimate(job.slice["workload"]).get("runtime", 0)) if estimate else 0
+
+
 def job_of(wildcards):
     path = f"{RAW}/{wildcards.experiment}/{wildcards.topology}/{wildcards.workload}/{wildcards.variant}.json"
     try:

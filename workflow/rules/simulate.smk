@@ -16,6 +16,7 @@ rule simulate:
         f"{LOG_DIR}/simulate/{{experiment}}/{{topology}}/{{workload}}/{{variant}}.log",
     benchmark:
         f"{BENCH_DIR}/simulate/{{experiment}}/{{topology}}/{{workload}}/{{variant}}.tsv"
+    priority: job_priority
     resources:
         mem_mb=job_resource("mem_mb", 600),
         runtime=job_resource("runtime", 10),

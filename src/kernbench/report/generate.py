@@ -12,7 +12,7 @@ from functools import cache
 from pathlib import Path
 
 from kernbench.analysis.latex import escape
-from kernbench.analysis.values import Value, latex
+from kernbench.analysis.values import Value, count, latex, num, text
 from kernbench.experiments.registry import Experiment, ordered
 from kernbench.fileio import write_atomic
 from kernbench.report.hardware_table import hardware_table
@@ -73,7 +73,8 @@ def generated_files(experiments: list[Experiment], out_dir: str | Path) -> list[
     """Every file :func:`generate` writes for these experiments (the rule's outputs)."""
     out = Path(out_dir)
     files = ["values.tex", "hardware_table.tex", "topics.tex", "covers.tex", "abstracts.tex",
-             "conclusions.tex", "studies.tex", "platform_parts.tex"]
+             "conclusions.tex", "studies.tex", "platform_parts.tex", "summary.tex",
+             "appendix.tex"]
     for exp in experiments:
         files.append(f"sections/{exp.name}.tex")
         files += [f"{t}.tex" for t in exp.tables]
@@ -93,6 +94,7 @@ def generate(config: dict, tables: dict[str, str | Path], out_dir: str | Path,
         post = exp.post_module()
         df = load_table(post, tables[exp.name])
         values.update(experiment_values(exp, post, df, ctx))
+        values[f"has/{exp.name}"] = count(1)  # lets shared text test which studies ran
         made = post.tables(df) if hasattr(post, "tables") else {}
         if set(made) != set(exp.tables):
             raise RuntimeError(f"experiment {exp.name!r} declares tables {sorted(exp.tables)} "
@@ -117,11 +119,72 @@ def generate(config: dict, tables: dict[str, str | Path], out_dir: str | Path,
         "abstracts.tex": "".join(e.abstract for e in exps if e.abstract),
         "conclusions.tex": "\n".join(e.conclusion for e in exps if e.conclusion),
     }
-    for name, text in snippets.items():
-        written.append(write_atomic(out / name, text))
+    snippets["summary.tex"] = executive_summary([e.name for e in exps], tables, config)
+    example = capacity_example(tables.get("gqa"))
+    values.update(example)
+    snippets["appendix.tex"] = ("\\appendix\n\\input{sections/capacity_example.tex}\n"
+                                if example else "")
+    for name, body in snippets.items():
+        written.append(write_atomic(out / name, body))
     written.insert(0, write_atomic(out / "values.tex", values_file(values)))
     if expected is not None:
         missing = sorted(set(map(str, expected)) - {str(p) for p in written})
         if missing:
             raise RuntimeError(f"report generation did not produce: {', '.join(missing)}")
     return written
+
+
+def executive_summary(names: list[str], tables: dict, config: dict) -> str:
+    """Each study's headline lines (its SUMMARY, the values the text prints), itemised."""
+    from kernbench.report.manifest import headline_lines
+
+    heads = headline_lines(names, tables, config)
+    if not heads:
+        return ""
+    from kernbench.experiments.registry import get
+
+    items = "".join(f"\\item \\textbf{{{escape(get(name).title)}}}: "
+                    f"{escape('; '.join(lines))}.\n" for name, lines in heads.items())
+    return f"\\begin{{itemize}}\n{items}\\end{{itemize}}\n"
+
+
+# the appendix's worked example: the README's command
+EXAMPLE = {"model": "llama3-8b", "topology": "default", "context": 8192, "users": 1000,
+           "tpot_ms": 50.0}
+
+
+def capacity_example(gqa_table) -> dict[str, Value]:
+    """Values of ``kernbench capacity`` on :data:`EXAMPLE` (at the shortest measured
+    context if 8192 is not one), or nothing without the attention study's table."""
+    from kernbench.capacity.models import PRESETS
+    from kernbench.capacity.planner import Chip, Efficiency, plan
+    from kernbench.errors import UsageError
+
+    if gqa_table is None or not Path(gqa_table).exists():
+        return {}
+    eff = Efficiency.from_table(Path(gqa_table))
+    lo, hi = eff.points[0][0], eff.points[-1][0]
+    context = min(max(EXAMPLE["context"], lo), hi)
+    try:
+        r = plan(PRESETS[EXAMPLE["model"]], Chip.from_topology(EXAMPLE["topology"]), eff,
+                 context, EXAMPLE["users"], EXAMPLE["tpot_ms"])
+    except UsageError:
+        return {}
+    v, inp = r["values"], r["inputs"]
+    return {
+        "capacity/model": text(EXAMPLE["model"]), "capacity/topology": text(EXAMPLE["topology"]),
+        "capacity/context": count(context), "capacity/users": count(EXAMPLE["users"]),
+        "capacity/tpotms": num(EXAMPLE["tpot_ms"], 0),
+        "capacity/Nbn": num(v["N"] / 1e9, 2), "capacity/WGB": num(v["W"] / 1e9, 2),
+        "capacity/WGiB": num(v["W"] / 2**30, 2), "capacity/hbmGiB": num(inp["hbm_pe"] / 2**30, 2),
+        "capacity/ratio": num(v["W"] / inp["hbm_pe"], 2), "capacity/pes": count(v["pes"]),
+        "capacity/kvKiB": num(v["kv_bpt"] / 1024, 0), "capacity/freeGiB": num(v["free"] / 2**30, 2),
+        "capacity/userGiB": num(v["kv_bpt"] * context / 2**30, 2),
+        "capacity/userskv": count(v["users_kv"]), "capacity/eff": num(inp["eff"], 3),
+        "capacity/bwGBs": num(v["bw"] / 1e9, 0), "capacity/twms": num(v["t_w"] * 1e3, 2),
+        "capacity/tkvms": num(v["t_kv"] * 1e3, 3), "capacity/batchtpot": count(v["batch_tpot"]),
+        "capacity/batch": count(v["batch"]), "capacity/tstepms": num(v["t_step"] * 1e3, 2),
+        "capacity/replicas": count(v["replicas"]), "capacity/systems": count(v["systems"]),
+        "capacity/systempes": count(inp["system_pes"]),
+        "capacity/effsource": text(r["efficiency"]["source"]),
+    }

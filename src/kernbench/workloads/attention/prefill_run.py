@@ -59,12 +59,17 @@ def exposed_wait(marks, busy: list[tuple[float, float]]) -> float:
     with no compute of its own in progress (no composite between its start and end,
     no fetch, GEMM, math or store op): rotation not hidden by compute."""
     total, since = 0.0, None
+    i = 0  # busy is merged and sorted and the waits come in time order: one pass
     for t, label in marks:
         if label == "ring_wait":
             since = t
         elif label == "ring_go" and since is not None:
-            covered = sum(max(0.0, min(e, t) - max(s, since)) for s, e in busy
-                          if s < t and e > since)
+            while i < len(busy) and busy[i][1] <= since:
+                i += 1
+            covered, j = 0.0, i
+            while j < len(busy) and busy[j][0] < t:
+                covered += max(0.0, min(busy[j][1], t) - max(busy[j][0], since))
+                j += 1
             total, since = total + (t - since) - covered, None
     return total
 

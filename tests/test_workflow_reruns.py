@@ -20,7 +20,8 @@ CONFIG = {
 }
 DOWNSTREAM = {("aggregate", "results/tables/transfer.csv"),
               ("figures", "results/figures/transfer_latency.pdf"),
-              ("paper", "report/build/paper.pdf"), ("all", "")}
+              ("paper", "report/build/paper.pdf"), ("site", "results/site/index.html"),
+              ("all", "")}
 REPORT = {("report_generated", "report/generated/values.tex")}
 
 
@@ -81,7 +82,8 @@ def test_workload_edit_runs_only_the_new_workload(work):
 
 def test_forcerun_figures_rerenders_figures_and_paper_only(work):
     expected = {("figures", "results/figures/transfer_latency.pdf"),
-                ("paper", "report/build/paper.pdf"), ("all", "")}
+                ("paper", "report/build/paper.pdf"), ("site", "results/site/index.html"),
+                ("all", "")}
     assert planned_jobs(work, "--configfile", "config/test.yaml",
                         "--forcerun", "figures") == expected
 

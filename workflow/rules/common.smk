@@ -78,6 +78,7 @@ localrules:
     figures,
     report_generated,
     paper,
+    site,
 
 
 wildcard_constraints:

@@ -74,7 +74,7 @@ def generated_files(experiments: list[Experiment], out_dir: str | Path) -> list[
     out = Path(out_dir)
     files = ["values.tex", "hardware_table.tex", "topics.tex", "covers.tex", "abstracts.tex",
              "conclusions.tex", "studies.tex", "platform_parts.tex", "summary.tex",
-             "appendix.tex"]
+             "appendix.tex", "discussion.tex"]
     for exp in experiments:
         files.append(f"sections/{exp.name}.tex")
         files += [f"{t}.tex" for t in exp.tables]
@@ -120,7 +120,12 @@ def generate(config: dict, tables: dict[str, str | Path], out_dir: str | Path,
         "conclusions.tex": "\n".join(e.conclusion for e in exps if e.conclusion),
     }
     snippets["summary.tex"] = executive_summary([e.name for e in exps], tables, config)
-    example = capacity_example(tables.get("gqa"))
+    # each experiment's own discussion paragraph (discussion.tex in its package), in order
+    snippets["discussion.tex"] = "\n".join(
+        Path(f).read_text() for e in exps for f in e.files if Path(f).name == "discussion.tex")
+    from kernbench.capacity.planner import TABLE
+
+    example = capacity_example(tables.get(TABLE.stem))  # the attention study's, if it ran
     values.update(example)
     snippets["appendix.tex"] = ("\\appendix\n\\input{sections/capacity_example.tex}\n"
                                 if example else "")
@@ -153,16 +158,16 @@ EXAMPLE = {"model": "llama3-8b", "topology": "default", "context": 8192, "users"
            "tpot_ms": 50.0}
 
 
-def capacity_example(gqa_table) -> dict[str, Value]:
+def capacity_example(study_table) -> dict[str, Value]:
     """Values of ``kernbench capacity`` on :data:`EXAMPLE` (at the shortest measured
     context if 8192 is not one), or nothing without the attention study's table."""
     from kernbench.capacity.models import PRESETS
     from kernbench.capacity.planner import Chip, Efficiency, plan
     from kernbench.errors import UsageError
 
-    if gqa_table is None or not Path(gqa_table).exists():
+    if study_table is None or not Path(study_table).exists():
         return {}
-    eff = Efficiency.from_table(Path(gqa_table))
+    eff = Efficiency.from_table(Path(study_table))
     lo, hi = eff.points[0][0], eff.points[-1][0]
     context = min(max(EXAMPLE["context"], lo), hi)
     try:

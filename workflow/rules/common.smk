@@ -88,13 +88,18 @@ wildcard_constraints:
     variant="[^/]+",
 
 
+def job_estimate(wildcards):
+    """A point's resource estimate from its experiment ({} without one)."""
+    job = job_of(wildcards)
+    estimate = SWEEP.experiment(job.experiment).resources
+    return estimate(job.slice["workload"]) if estimate else {}
+
+
 def job_resource(key, default):
     """A point's scheduler resource: its experiment's estimate, else the default."""
 
     def get(wildcards):
-        job = job_of(wildcards)
-        estimate = SWEEP.experiment(job.experiment).resources
-        value = estimate(job.slice["workload"]).get(key) if estimate else None
+        value = job_estimate(wildcards).get(key)
         return default if value is None else max(default, int(value))
 
     return get
@@ -103,9 +108,7 @@ def job_resource(key, default):
 def job_priority(wildcards):
     """Long points start first (the scheduler's priority), so they do not trail the
     sweep: their experiment's runtime estimate in minutes, 0 without one."""
-    job = job_of(wildcards)
-    estimate = SWEEP.experiment(job.experiment).resources
-    return int(estimate(job.slice["workload"]).get("runtime", 0)) if estimate else 0
+    return int(job_estimate(wildcards).get("runtime", 0))
 
 
 def job_of(wildcards):

@@ -26,9 +26,9 @@ from workflow_helpers import copy_workflow  # noqa: E402
 
 JOB = [sys.executable, "-m", "kernbench.cli.main", "job", "--experiment", "transfer",
        "--topology-id", "small_2x2", "--topology-file",
-       str(ROOT / "config/topologies/small_2x2.yaml"), "--workload-id", "pe-local-hbm_4KiB",
+       str(ROOT / "config/topologies/small_2x2.yaml"), "--workload-id", "pe-local-hbm",
        "--variant-id", "single", "--slice",
-       '{"workload": {"flow": "pe-local-hbm", "nbytes": 4096}, "variant": {"concurrent_flows": 1}}']
+       '{"workload": {"flow": "pe-local-hbm", "sizes": [4096]}, "variant": {"concurrent_flows": 1}}']
 
 
 def timed(cmd, cwd=ROOT, repeats=7) -> float:

@@ -10,7 +10,7 @@ from kernbench.cli.main import main
 from .conftest import ROOT
 
 SMALL = str(ROOT / "config/topologies/small_2x2.yaml")
-SLICE = '{"workload": {"flow": "h2d-1hop", "nbytes": 4096}, "variant": {"concurrent_flows": 1}}'
+SLICE = '{"workload": {"flow": "h2d-1hop", "sizes": [4096]}, "variant": {"concurrent_flows": 1}}'
 
 
 def job(slice_: str = SLICE, experiment: str = "transfer", out: str = "r.json") -> list[str]:

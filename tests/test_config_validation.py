@@ -55,9 +55,9 @@ CASES = [
     ("duplicate_topology_ids",
      lambda d: d["experiments"]["transfer"].update(topologies=["default", "default"]),
      "experiments.transfer.topologies", "unique"),
-    ("duplicate_workload_ids",
+    ("duplicate_sizes",
      lambda d: d["experiments"]["transfer"].update(sizes=[4096, "4KiB"]),
-     "experiments.transfer", "same workload id"),
+     "experiments.transfer.sizes", "4096 and 4KiB name the same size"),
     ("unknown_flow", lambda d: d["experiments"]["transfer"].update(flows=["h2d-9hop"]),
      "experiments.transfer.flows[0]", "unknown flow 'h2d-9hop'"),
     ("zero_concurrency",
@@ -103,17 +103,18 @@ def test_defaults_are_filled_from_the_schema(tmp_path):
 
 def test_sweep_expands_topology_x_workload_x_variant():
     sweep = load_sweep_file(ROOT / "config" / "config.yaml", ROOT)
-    # transfer: 16 probe flows on each 4x4 topology, 5 sizes, 2 variants, 2 topologies;
-    # gemm: 24 shapes x 6 variants on one topology
-    assert len([j for j in sweep.jobs if j.experiment == "transfer"]) == 2 * 16 * 5 * 2
+    # transfer: 16 probe flows on each 4x4 topology (each sweeping 5 sizes), 2 variants,
+    # 2 topologies; gemm: 24 shapes x 6 variants on one topology
+    assert len([j for j in sweep.jobs if j.experiment == "transfer"]) == 2 * 16 * 2
     assert len([j for j in sweep.jobs if j.experiment == "gemm"]) == 24 * 6
     outputs = sweep.outputs()
     assert len(set(outputs)) == len(outputs)
-    job = sweep.by_output()["results/raw/transfer/default/pe-local-hbm_1MiB/contention.json"]
-    assert job.slice == {"workload": {"flow": "pe-local-hbm", "nbytes": 1048576},
+    job = sweep.by_output()["results/raw/transfer/default/pe-local-hbm/contention.json"]
+    assert job.slice == {"workload": {"flow": "pe-local-hbm",
+                                      "sizes": [4096, 16384, 65536, 262144, 1048576]},
                          "variant": {"concurrent_flows": 2}}
     assert job.topology_sources == ("config/topologies/default.yaml",)
-    llama = sweep.by_output()["results/raw/transfer/llama70b_4sip/h2d-1hop_4KiB/single.json"]
+    llama = sweep.by_output()["results/raw/transfer/llama70b_4sip/h2d-1hop/single.json"]
     assert llama.topology_sources == ("config/topologies/default.yaml",
                                       "config/topologies/llama70b_4sip.yaml")
 

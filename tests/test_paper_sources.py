@@ -31,3 +31,27 @@ def test_the_rule_catches_what_it_should():
     assert NUMBER_UNIT.search("a 2.1x speed-up")
     assert not NUMBER_UNIT.search("\\kbv{gqa/dec/lat}\\,\\textmu s")
     assert not NUMBER_UNIT.search("Llama-3 70B with 8 KV heads")
+
+
+def test_a_value_nobody_generates_is_one_line_naming_file_and_key():
+    import pytest
+
+    from kernbench.errors import ConfigError
+    from kernbench.report.generate import check_values
+
+    texts = {"sections/platform.tex": r"the mesh moves \kbv{hw/meshbw}\,GB/s",
+             "gemm/section.tex": r"within \kbv{gemm/nosuch} of the bound, \kbv{gemm/also}"}
+    check_values({"a.tex": r"\kbv{hw/meshbw}"}, {"hw/meshbw"})  # all defined: no error
+    with pytest.raises(ConfigError) as info:
+        check_values(texts, {"hw/meshbw"})
+    msg = str(info.value)
+    assert "\n" not in msg
+    assert msg.startswith(r"gemm/section.tex: \kbv{gemm/also}: no generated value"), msg
+    assert "(and 1 more)" in msg
+
+
+def test_the_default_title_is_a_sentence():
+    import yaml
+
+    title = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["report"]["title"]
+    assert title.endswith(".") and len(title.split()) >= 8, title

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -25,9 +26,9 @@ def smoke_run(tmp_path_factory):
 
 def test_smoke_produces_records_tables_figures_and_paper(smoke_run):
     raw = sorted((smoke_run / "results" / "raw" / "transfer" / "small_2x2").rglob("*.json"))
-    assert len(raw) == 4 * 2 * 2  # flows x sizes x variants in config/smoke.yaml
+    assert len(raw) == 4 * 2  # flows x variants in config/smoke.yaml (a record per size sweep)
     table = (smoke_run / "results" / "tables" / "transfer.csv").read_text().splitlines()
-    assert len(table) == 1 + len(raw)
+    assert len(table) == 1 + 4 * 2 * 2  # a row per flow x size x variant
     for fig in ("transfer_latency", "transfer_bandwidth"):
         for ext in ("pdf", "png"):
             assert (smoke_run / "results" / "figures" / f"{fig}.{ext}").stat().st_size > 1000
@@ -40,12 +41,49 @@ def test_smoke_produces_records_tables_figures_and_paper(smoke_run):
     assert "8 points: 2 shapes x 4 variants" in summary
 
 
+def test_same_tables_give_the_same_generated_tex(smoke_run, tmp_path):
+    """Report generation is a pure function of the tables and the config: regenerating
+    from the smoke run's tables gives byte-identical LaTeX."""
+    from kernbench.experiments.sweep import load_sweep_file
+    from kernbench.report.generate import generate
+
+    sweep = load_sweep_file(smoke_run / "config/smoke.yaml", smoke_run,
+                            smoke_run / "workflow/schemas/config.schema.yaml", "results/raw")
+    tables = {e: str(smoke_run / "results" / "tables" / f"{e}.csv") for e in sweep.experiments}
+    config = {**sweep.config, "topologies": {k: str(smoke_run / v) for k, v in
+                                             sweep.config["topologies"].items()}}
+    made = generate(config, tables, tmp_path / "generated")
+    ours = smoke_run / "report" / "generated"
+    assert sorted(p.relative_to(tmp_path / "generated") for p in made) == sorted(
+        p.relative_to(ours) for p in ours.rglob("*.tex"))
+    for p in made:
+        assert p.read_bytes() == (ours / p.relative_to(tmp_path / "generated")).read_bytes(), p
+
+
+def test_every_value_the_paper_text_uses_is_generated(smoke_run):
+    """Every \\kbv{key} in the text the paper inputs names a generated value (the
+    report_generated rule checks this before LaTeX runs; here against its output)."""
+    from kernbench.report.generate import undefined_values
+
+    values = (smoke_run / "report" / "generated" / "values.tex").read_text()
+    keys = set(re.findall(r"\\csname kb@(.*?)\\endcsname", values))
+    texts = {str(p.relative_to(smoke_run)): p.read_text()
+             for p in [*(smoke_run / "report" / "sections").glob("*.tex"),
+                       *(smoke_run / "report" / "generated").rglob("*.tex")]}
+    assert len(keys) > 200 and len(texts) > 20
+    assert undefined_values(texts, keys) == []
+
+
 def test_records_carry_prediction_and_provenance(smoke_run):
-    rec = json.loads((smoke_run / "results/raw/transfer/small_2x2/pe-local-hbm_64KiB/contention.json")
+    rec = json.loads((smoke_run / "results/raw/transfer/small_2x2/pe-local-hbm/contention.json")
                      .read_text())
     assert rec["prediction"]["rel_error"] < 1e-9
-    assert rec["metrics"]["latency_ns"] == pytest.approx(rec["prediction"]["latency_ns"])
-    assert len(rec["metrics"]["per_flow_latency_ns"]) == 2
+    points = rec["metrics"]["points"]
+    assert [p["size_bytes"] for p in points] == [4096, 65536]  # the smoke config's sizes
+    for p in points:  # two flows sharing one route: the model's k x Drain holds exactly
+        assert p["latency_ns"] == pytest.approx(p["predicted_ns"])
+        assert len(p["per_flow_latency_ns"]) == 2
+    assert rec["metrics"]["latency_ns"] == points[-1]["latency_ns"]
     prov = rec["provenance"]
     assert prov["kernbench_version"] and len(prov["config_hash"]) == 16
     assert rec["config"]["variant"] == {"concurrent_flows": 2}
@@ -70,9 +108,10 @@ def test_rerun_gives_byte_identical_records(smoke_run, tmp_path):
 def test_job_cli_writes_identical_bytes_twice(tmp_path):
     args = [sys.executable, "-m", "kernbench.cli.main", "job", "--experiment", "transfer",
             "--topology-id", "small_2x2", "--topology-file",
-            str(ROOT / "config/topologies/small_2x2.yaml"), "--workload-id", "d2h-2hop_16KiB",
+            str(ROOT / "config/topologies/small_2x2.yaml"), "--workload-id", "d2h-2hop",
             "--variant-id", "single", "--slice",
-            '{"workload": {"flow": "d2h-2hop", "nbytes": 16384}, "variant": {"concurrent_flows": 1}}']
+            '{"workload": {"flow": "d2h-2hop", "sizes": [4096, 16384]}, '
+            '"variant": {"concurrent_flows": 1}}']
     outs = []
     for i in range(2):
         out = tmp_path / f"r{i}.json"

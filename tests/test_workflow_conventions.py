@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -53,7 +54,7 @@ def test_simulation_jobs_do_not_import_pandas_or_matplotlib(tmp_path):
         "rc = main(['job', '--experiment', 'transfer', '--topology-id', 't', '--topology-file',"
         f" {str(ROOT / 'config/topologies/small_2x2.yaml')!r}, '--workload-id', 'w',"
         " '--variant-id', 'v', '--slice',"
-        " '{\"workload\": {\"flow\": \"h2d-1hop\", \"nbytes\": 4096},"
+        " '{\"workload\": {\"flow\": \"h2d-1hop\", \"sizes\": [4096]},"
         " \"variant\": {\"concurrent_flows\": 1}}',"
         f" '--out', {str(tmp_path / 'r.json')!r}])\n"
         "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('pandas', 'matplotlib'))\n"
@@ -70,10 +71,24 @@ def test_profiles_and_catalog_metadata_parse():
         assert cfg.get("rerun-incomplete") is True
     slurm = yaml.safe_load((ROOT / "workflow/profiles/slurm/config.yaml").read_text())
     assert slurm["executor"] == "slurm"
-    assert {"simulate", "aggregate", "figures", "report_generated", "paper"} <= set(
-        slurm["set-resources"])
+    assert {"simulate", "aggregate", "report_generated", "paper"} <= set(slurm["set-resources"])
     assert (ROOT / "profiles/default").resolve() == (ROOT / "workflow/profiles/local")
     catalog = yaml.safe_load((ROOT / ".snakemake-workflow-catalog.yml").read_text())
     assert catalog["usage"]["software-stack-deployment"]["conda"] is True
     env = yaml.safe_load((ROOT / "workflow/envs/kernbench.yaml").read_text())
     assert any(str(d).startswith("tectonic") for d in env["dependencies"])
+
+
+def test_jobs_share_bytecode_only_when_the_environment_forbids_writing_it(monkeypatch, tmp_path):
+    from kernbench.experiments.checkout import share_bytecode
+
+    monkeypatch.delenv("PYTHONPYCACHEPREFIX", raising=False)
+    monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
+    assert share_bytecode(tmp_path / "pyc") is False  # bytecode is written anyway
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    assert share_bytecode(tmp_path / "pyc") is True
+    assert os.environ["PYTHONPYCACHEPREFIX"] == str((tmp_path / "pyc").resolve())
+    assert "PYTHONDONTWRITEBYTECODE" not in os.environ
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")  # a prefix chosen by the user wins
+    assert share_bytecode(tmp_path / "other") is False
+    assert os.environ["PYTHONPYCACHEPREFIX"] == str((tmp_path / "pyc").resolve())

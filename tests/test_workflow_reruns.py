@@ -19,14 +19,14 @@ CONFIG = {
     "report": {"title": "rerun test"},
 }
 DOWNSTREAM = {("aggregate", "results/tables/transfer.csv"),
-              ("figures", "results/figures/transfer_latency.pdf"),
+              ("figures_transfer", "results/figures/transfer_latency.pdf"),
               ("paper", "report/build/paper.pdf"), ("site", "results/site/index.html"),
               ("all", "")}
 REPORT = {("report_generated", "report/generated/values.tex")}
 
 
 def sim(topology, flow, variant):
-    return ("simulate", f"results/raw/transfer/{topology}/{flow}_4KiB/{variant}.json")
+    return ("simulate", f"results/raw/transfer/{topology}/{flow}/{variant}.json")
 
 
 @pytest.fixture(scope="module")
@@ -81,11 +81,11 @@ def test_workload_edit_runs_only_the_new_workload(work):
 
 
 def test_forcerun_figures_rerenders_figures_and_paper_only(work):
-    expected = {("figures", "results/figures/transfer_latency.pdf"),
+    expected = {("figures_transfer", "results/figures/transfer_latency.pdf"),
                 ("paper", "report/build/paper.pdf"), ("site", "results/site/index.html"),
                 ("all", "")}
     assert planned_jobs(work, "--configfile", "config/test.yaml",
-                        "--forcerun", "figures") == expected
+                        "--forcerun", "figures_transfer") == expected
 
 
 def test_simulator_code_is_a_job_parameter(work, monkeypatch):

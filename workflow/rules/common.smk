@@ -7,6 +7,7 @@ from pathlib import Path
 from kernbench.errors import KernbenchError
 from kernbench.experiments.checkout import (
     clear_stale_locks,
+    share_bytecode,
     simulator_code_hash,
     use_checkout_sources,
 )
@@ -25,6 +26,7 @@ GENERATED_DIR = "report/generated"
 PAPER = "report/build/paper.pdf"
 
 use_checkout_sources(ROOT)  # jobs (local, cluster, --use-conda) import this checkout
+share_bytecode(Path(".snakemake", "pycache"))  # jobs compile the sources once, not each
 if clear_stale_locks(Path.cwd()):
     sys.stderr.write("kernbench: removed the locks of an earlier run that was killed\n")
 
@@ -75,7 +77,6 @@ CONDA_ENV = "../envs/kernbench.yaml"
 localrules:
     all,
     aggregate,
-    figures,
     report_generated,
     paper,
     site,

@@ -8,8 +8,9 @@ onsuccess:
     from kernbench.report.manifest import manifest, summary_markdown, write_manifest, write_summary
 
     _stages = [("aggregate", t, f"{BENCH_DIR}/aggregate/{Path(t).stem}.tsv") for t in TABLES]
-    _stages += [("figures", FIGURE_DIR, f"{BENCH_DIR}/figures.tsv"),
-                ("report_generated", GENERATED_DIR, f"{BENCH_DIR}/report_generated.tsv"),
+    _stages += [(f"figures_{e}", f"{FIGURE_DIR} ({e})", f"{BENCH_DIR}/figures/{e}.tsv")
+                for e in EXPERIMENTS]
+    _stages += [("report_generated", GENERATED_DIR, f"{BENCH_DIR}/report_generated.tsv"),
                 ("paper", PAPER, f"{BENCH_DIR}/paper.tsv")]
     _doc = manifest(SWEEP, RAW, BENCH_DIR, LOG_DIR, _stages)
     write_manifest(_doc, f"{RESULTS}/manifest.json")

@@ -11,11 +11,10 @@ import importlib
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 from kernbench.ccl import registry
 from kernbench.components.builtin.pe_ipcq import IpcqConfig
 from kernbench.errors import ConfigError
+from kernbench.validation import safe_load
 
 DEFAULT_PATH = Path(__file__).resolve().parents[3] / "config" / "ccl.yaml"
 
@@ -37,7 +36,7 @@ def load(path: str | Path | None = None) -> dict:
     path = Path(path) if path else DEFAULT_PATH
     if not path.is_file():
         raise _err(path, "", "collectives config not found")
-    doc = yaml.safe_load(path.read_text()) or {}
+    doc = safe_load(path.read_text()) or {}
     if not isinstance(doc, dict) or doc.get("schema_version") != 1:
         raise _err(path, "schema_version", "must be 1")
     for key in ("defaults", "algorithms"):

@@ -12,8 +12,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     ls = sub.add_parser("list", help="list registered benches (index, name, description)")
     ls.set_defaults(func=list_benches)
     run = sub.add_parser("run", help="run one bench and print a summary")
-    run.add_argument("--topology", default="default", help="topology file or name")
+    run.add_argument("--topology", default=None, help="topology file or name (default: default)")
     run.add_argument("--bench", required=True, help="bench name or index (see `kernbench list`)")
+    study = run.add_argument_group("study benches (milestone-*: one study through the workflow)")
+    study.add_argument("--cores", type=int, help="Snakemake --cores (default: all)")
+    study.add_argument("--configfile", help="workflow config (default: config/config.yaml)")
+    study.add_argument("-n", "--dry-run", action="store_true", help="list the jobs only")
     run.add_argument("--device", type=int, default=0, help="SIP to run on (default 0)")
     run.add_argument("--data", action="store_true", help="data mode (compute real values)")
     run.add_argument("--trace", metavar="OUT.json", help="write a Chrome/Perfetto timeline")
@@ -22,20 +26,27 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def list_benches(args: argparse.Namespace) -> int:
     from kernbench.benches.registry import list_all
+    from kernbench.cli.study_cmd import seed_names
 
     for spec in list_all():
         print(f"{spec.index:3d}  {spec.name:24s} {spec.description}")
+    for bench, experiment in seed_names():
+        print(f"  -  {bench:24s} the {experiment} study's table and figures (runs the workflow)")
     return 0
 
 
 def run_bench_cmd(args: argparse.Namespace) -> int:
     from kernbench.benches.registry import resolve
+    from kernbench.cli.study_cmd import run_study, study_of
     from kernbench.runtime_api.bench_runner import run_bench
     from kernbench.sim_engine.chrome_trace import write_chrome_trace
     from kernbench.topology import load_topology
 
+    exp = study_of(args.bench.strip())
+    if exp is not None:
+        return run_study(exp, args)
     spec = resolve(args.bench)
-    graph = load_topology(resolve_topology(args.topology))
+    graph = load_topology(resolve_topology(args.topology or "default"))
     result = run_bench(graph, spec, args.device, enable_data=args.data)
     out = sys.stdout
     out.write(f"bench {spec.name} on {graph.spec.name} (device {args.device}): "

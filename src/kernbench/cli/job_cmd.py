@@ -24,6 +24,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import gc
     import resource
     import sys
     import time
@@ -42,8 +43,19 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError("--slice", key, "must be a JSON object with 'workload' and "
                                               "'variant' objects (the workflow writes it)")
     load_plugins(args.plugin, "--plugin")
-    record = run_job(args.experiment, args.topology_id, args.topology_file, args.workload_id,
-                     args.variant_id, slice_)
+    # A job is one short-lived process whose objects (engines, timelines, op logs) live
+    # until it exits; the cyclic collector only rescans them (about a tenth of the run
+    # time, and no memory back: peak RSS is unchanged without it). Exit frees all.
+    collecting = gc.isenabled()
+    gc.freeze()
+    gc.disable()
+    try:
+        record = run_job(args.experiment, args.topology_id, args.topology_file,
+                         args.workload_id, args.variant_id, slice_)
+    finally:  # called in-process (tests, tools): leave the collector as it was
+        gc.unfreeze()
+        if collecting:
+            gc.enable()
     write_atomic(Path(args.out), dumps_pretty(record))
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
     print(f"kernbench job: wrote {args.out} in {time.perf_counter() - start:.3f} s, "

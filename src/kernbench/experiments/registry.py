@@ -32,9 +32,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import yaml
-
 from kernbench.errors import ConfigError, UsageError
+from kernbench.validation import safe_load
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 PARTS = ("platform", "study")
@@ -60,6 +59,9 @@ class Experiment:
     # (workload dict) -> {"mem_mb": ..., "runtime": minutes} for a batch scheduler, when a
     # point needs more than the workflow's default (600 MB, 10 min); not part of the slice
     resources: Callable | None = None
+    # older bench names (`kernbench run --bench NAME`) that now regenerate this study's
+    # table and figures through the workflow
+    seed_benches: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):
@@ -145,7 +147,7 @@ def package_text(package: str, name: str) -> str:
 
 
 def package_schema(package: str, name: str = "schema.yaml") -> dict:
-    return yaml.safe_load(package_text(package, name))
+    return safe_load(package_text(package, name))
 
 
 def package_files(module: ModuleType) -> tuple[str, ...]:

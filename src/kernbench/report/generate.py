@@ -8,11 +8,13 @@ decided here from the registry and the tables the workflow produced.
 
 from __future__ import annotations
 
+import re
 from functools import cache
 from pathlib import Path
 
 from kernbench.analysis.latex import escape
 from kernbench.analysis.values import Value, count, latex, num, text
+from kernbench.errors import ConfigError
 from kernbench.experiments.registry import Experiment, ordered
 from kernbench.fileio import write_atomic
 from kernbench.report.hardware_table import hardware_table
@@ -48,6 +50,26 @@ def values_file(values: dict[str, Value]) -> str:
             raise ValueError(f"macro key {key!r} contains a LaTeX special character")
         lines.append(f"\\expandafter\\def\\csname kb@{key}\\endcsname{{{latex(values[key])}}}")
     return "\n".join(lines) + "\n"
+
+
+_VALUE_USE = re.compile(r"\\kbv\{([^}#]*)\}")
+
+
+def undefined_values(sources: dict[str, str], values) -> list[tuple[str, str]]:
+    """(source, key) of every ``\\kbv{key}`` in ``sources`` that ``values`` lacks."""
+    return sorted((name, key) for name, body in sources.items()
+                  for key in _VALUE_USE.findall(body) if key not in values)
+
+
+def check_values(sources: dict[str, str], values) -> None:
+    """Stop before LaTeX does: the first use of a value nobody generates, in one line."""
+    missing = undefined_values(sources, values)
+    if missing:
+        name, key = missing[0]
+        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        raise ConfigError(name, f"\\kbv{{{key}}}", f"no generated value of that name{more}; "
+                          f"values come from each experiment's post.values and the "
+                          f"platform (report/platform.py)")
 
 
 def experiment_values(exp: Experiment, post, df, ctx: ReportContext) -> dict[str, Value]:
@@ -129,6 +151,14 @@ def generate(config: dict, tables: dict[str, str | Path], out_dir: str | Path,
     values.update(example)
     snippets["appendix.tex"] = ("\\appendix\n\\input{sections/capacity_example.tex}\n"
                                 if example else "")
+    sources = {f"{Path(f).parent.name}/{Path(f).name}": Path(f).read_text()
+               for e in exps for f in e.files if f.endswith(".tex")}
+    sources.update({f"generated/{k}": v for k, v in snippets.items()})
+    sections = out.parent / "sections"  # the paper's fixed text, when generating in place
+    if sections.is_dir():
+        sources.update({f"sections/{p.name}": p.read_text() for p in sorted(sections.glob("*.tex"))
+                        if example or p.name != "capacity_example.tex"})
+    check_values(sources, values)
     for name, body in snippets.items():
         written.append(write_atomic(out / name, body))
     written.insert(0, write_atomic(out / "values.tex", values_file(values)))

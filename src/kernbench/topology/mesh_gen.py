@@ -23,6 +23,7 @@ from kernbench.topology.spec import (
     PE_EDGE_MARGIN_MM,
     CubeGeometry,
 )
+from kernbench.validation import safe_load
 
 MESH_ALGO_VERSION = 1
 TOP_CORNERS = ("nw", "ne")
@@ -272,7 +273,7 @@ def user_cache_dir() -> Path:
 
 def _read_cached(path: Path, want_hash: str) -> CubeMesh | None:
     try:
-        d = yaml.safe_load(path.read_text(encoding="utf-8"))
+        d = safe_load(path.read_text(encoding="utf-8"))
         if isinstance(d, dict) and d.get("source_hash") == want_hash:
             return mesh_from_dict(d)
     except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError):

@@ -180,5 +180,6 @@ register(Experiment(
     abstract=package_text(__name__, "abstract.tex"),
     conclusion=package_text(__name__, "conclusion.tex"),
     order=30,
+    seed_benches=("milestone-1h-ccl",),
     files=package_files(sys.modules[__name__]),
 ))

@@ -116,5 +116,6 @@ register(Experiment(
     abstract=package_text(__name__, "abstract.tex"),
     conclusion=package_text(__name__, "conclusion.tex"),
     order=20,
+    seed_benches=("milestone-1h-gemm",),
     files=package_files(sys.modules[__name__]),
 ))

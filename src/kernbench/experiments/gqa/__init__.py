@@ -206,5 +206,6 @@ register(Experiment(
     abstract=package_text(__name__, "abstract.tex"),
     conclusion=package_text(__name__, "conclusion.tex"),
     order=40,
+    seed_benches=("milestone-gqa-headline",),
     files=package_files(sys.modules[__name__]),
 ))

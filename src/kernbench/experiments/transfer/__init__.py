@@ -1,15 +1,19 @@
 """The ``transfer`` experiment: probe-catalog flows x sizes x concurrency.
 
-Workload = one probe flow at one size; variant = how many identical flows run
-at once over the same route (1 = lone flow, 2 = two-flow contention). The
-analytic model is Ovhd + Wire + k x Drain (``probes.formula``). Its tables,
-figures and values live in ``post.py``, its paper text next to this file.
+Workload = one probe flow swept over every configured size (one job, one process:
+a point costs milliseconds, a process start most of a second); variant = how many
+identical flows run at once over the same route (1 = lone flow, 2 = two-flow
+contention). Each size runs on a fresh engine, so a point does not depend on the
+sizes beside it. The analytic model is Ovhd + Wire + k x Drain
+(``probes.formula``). Its tables, figures and values live in ``post.py``, its paper
+text next to this file.
 """
 
 from __future__ import annotations
 
 import sys
 
+from kernbench.errors import ConfigError
 from kernbench.experiments.registry import (
     Experiment,
     package_files,
@@ -29,19 +33,22 @@ NAME = "transfer"
 
 def expand(block: dict, spec: TopologySpec, source: str) -> tuple[list[tuple[str, dict]],
                                                                   list[tuple[str, dict]]]:
-    """Workloads (flow x size) and variants of one topology, as (id, params) pairs."""
+    """Workloads (one per flow, sweeping the sizes) and variants, as (id, params) pairs."""
     flows = select_flows(spec, block["flows"], source, f"experiments.{NAME}.flows")
-    sizes = [parse_size(s) for s in block["sizes"]]
-    workloads = [(f"{flow}_{format_size(n)}", {"flow": flow, "nbytes": n})
-                 for flow in flows for n in sizes]
+    sizes = sorted(parse_size(s) for s in block["sizes"])
+    for a, b in zip(sizes, sizes[1:], strict=False):
+        if a == b:
+            same = [s for s in block["sizes"] if parse_size(s) == a]
+            raise ConfigError(source, f"experiments.{NAME}.sizes",
+                              f"{' and '.join(map(str, same))} name the same size; "
+                              f"remove the duplicate")
+    workloads = [(flow, {"flow": flow, "sizes": sizes}) for flow in flows]
     variants = [(vid, dict(v)) for vid, v in block["variants"].items()]
     return workloads, variants
 
 
-def run(graph: TopologyGraph, workload: dict, variant: dict) -> dict:
-    case = find_case(graph.spec, workload["flow"])
-    nbytes = int(workload["nbytes"])
-    k = int(variant["concurrent_flows"])
+def _point(graph: TopologyGraph, case, nbytes: int, k: int) -> dict:
+    """One size on a fresh engine: k identical flows started together."""
     engine = GraphEngine(graph)
     flows = [case.flow(engine, nbytes, offset=i * nbytes) for i in range(k)]
     events = [engine.submit(f) for f in flows]
@@ -52,27 +59,41 @@ def run(graph: TopologyGraph, workload: dict, variant: dict) -> dict:
     busy = engine.fabric.link_busy_ns()
     top = sorted(busy.items(), key=lambda kv: (-kv[1], kv[0]))[:3]
     return {
-        "metrics": {
-            "latency_ns": makespan,
-            "per_flow_latency_ns": [r.total_ns for r in results],
-            "eff_bw_gbs": k * nbytes / makespan,
-            "overhead_ns": results[0].overhead_ns,
-            "wire_ns": results[0].wire_ns,
-            "drain_ns": results[0].drain_ns,
-            "wait_ns": sum(r.wait_ns for r in results),
-            "bottleneck_gbs": results[0].bottleneck_gbs,
-            "hops": sum(len(leg.nodes) - 1 for leg in flows[0].legs),
-            "util_pct": 100.0 * (k * nbytes / makespan) / results[0].bottleneck_gbs,
-        },
-        "prediction": {
-            "model": "Ovhd + Wire + k x Drain",
-            "latency_ns": model.latency_ns,
-            "rel_error": abs(makespan - model.latency_ns) / model.latency_ns,
-        },
-        "op_counts": {"memory": len(engine.op_log), "flows": k},
+        "size_bytes": nbytes,
+        "size": format_size(nbytes),
+        "latency_ns": makespan,
+        "per_flow_latency_ns": [r.total_ns for r in results],
+        "eff_bw_gbs": k * nbytes / makespan,
+        "overhead_ns": results[0].overhead_ns,
+        "wire_ns": results[0].wire_ns,
+        "drain_ns": results[0].drain_ns,
+        "wait_ns": sum(r.wait_ns for r in results),
+        "bottleneck_gbs": results[0].bottleneck_gbs,
+        "hops": sum(len(leg.nodes) - 1 for leg in flows[0].legs),
+        "util_pct": 100.0 * (k * nbytes / makespan) / results[0].bottleneck_gbs,
+        "predicted_ns": model.latency_ns,
+        "rel_error": abs(makespan - model.latency_ns) / model.latency_ns,
+        "memory_ops": len(engine.op_log),
         "occupancy": [{"edge": f"{a}->{b}", "busy_ns": ns, "busy_pct": 100.0 * ns / makespan}
                       for (a, b), ns in top],
-        "labels": {"flow": case.name, "category": case.category, "size": format_size(nbytes)},
+    }
+
+
+def run(graph: TopologyGraph, workload: dict, variant: dict) -> dict:
+    case = find_case(graph.spec, workload["flow"])
+    k = int(variant["concurrent_flows"])
+    points = [_point(graph, case, int(n), k) for n in workload["sizes"]]
+    last = points[-1]
+    return {
+        "metrics": {"points": points, "latency_ns": last["latency_ns"]},
+        "prediction": {
+            "model": "Ovhd + Wire + k x Drain",
+            "latency_ns": last["predicted_ns"],
+            "rel_error": max(p["rel_error"] for p in points),
+        },
+        "op_counts": {"memory": sum(p["memory_ops"] for p in points), "flows": k,
+                      "sizes": len(points)},
+        "labels": {"flow": case.name, "category": case.category},
     }
 
 

@@ -32,31 +32,24 @@ SUMMARY = (
 # -- aggregation ---------------------------------------------------------------------------
 
 def frame(records: list[dict]) -> pd.DataFrame:
+    """One row per (topology, flow, size, variant): a record holds a flow's size sweep."""
     rows = []
+    keys = ("latency_ns", "predicted_ns", "rel_error", "eff_bw_gbs", "bottleneck_gbs",
+            "util_pct", "overhead_ns", "wire_ns", "drain_ns", "wait_ns", "hops")
     for r in records:
-        m, p, lab = r["metrics"], r["prediction"], r["labels"]
-        cfg = r["config"]
-        rows.append({
-            "topology": r["topology"],
-            "category": lab["category"],
-            "flow": lab["flow"],
-            "size": lab["size"],
-            "size_bytes": cfg["workload"]["nbytes"],
-            "variant": r["variant"],
-            "concurrent_flows": cfg["variant"]["concurrent_flows"],
-            "latency_ns": m["latency_ns"],
-            "predicted_ns": p["latency_ns"],
-            "rel_error": p["rel_error"],
-            "eff_bw_gbs": m["eff_bw_gbs"],
-            "bottleneck_gbs": m["bottleneck_gbs"],
-            "util_pct": m["util_pct"],
-            "overhead_ns": m["overhead_ns"],
-            "wire_ns": m["wire_ns"],
-            "drain_ns": m["drain_ns"],
-            "wait_ns": m["wait_ns"],
-            "hops": m["hops"],
-            "config_hash": r["provenance"]["config_hash"],
-        })
+        lab = r["labels"]
+        for p in r["metrics"]["points"]:
+            rows.append({
+                "topology": r["topology"],
+                "category": lab["category"],
+                "flow": lab["flow"],
+                "size": p["size"],
+                "size_bytes": p["size_bytes"],
+                "variant": r["variant"],
+                "concurrent_flows": r["config"]["variant"]["concurrent_flows"],
+                **{k: p[k] for k in keys},
+                "config_hash": r["provenance"]["config_hash"],
+            })
     df = pd.DataFrame(rows)
     if df.empty:
         return df

@@ -106,7 +106,13 @@ def test_sweep_expands_topology_x_workload_x_variant():
     # transfer: 16 probe flows on each 4x4 topology (each sweeping 5 sizes), 2 variants,
     # 2 topologies; gemm: 24 shapes x 6 variants on one topology
     assert len([j for j in sweep.jobs if j.experiment == "transfer"]) == 2 * 16 * 2
-    assert len([j for j in sweep.jobs if j.experiment == "gemm"]) == 24 * 6
+    gemm = [j for j in sweep.jobs if j.experiment == "gemm"]
+    assert len(gemm) == 3 * 6  # a job per shape group (decode, prefill, synthetic) x variant
+    points = sorted((j.variant, wid) for j in gemm for wid, _ in j.points)
+    assert len(points) == len(set(points)) == 24 * 6  # every point once
+    from kernbench.experiments.allreduce import sweep_sizes
+    assert sweep_sizes({"min": "16B", "max": "96KiB", "between": False}, "c") == [
+        16 << i for i in range(13)] + [98304]  # doubling to 64 KiB, then the maximum
     outputs = sweep.outputs()
     assert len(set(outputs)) == len(outputs)
     job = sweep.by_output()["results/raw/transfer/default/pe-local-hbm/contention.json"]
@@ -130,3 +136,22 @@ def test_snakemake_stops_before_any_job_with_one_line(tmp_path):
     assert len(errors) == 1, proc.stdout + proc.stderr
     assert "experiments.transfer.sizes[0]" in errors[0]
     assert "Traceback" not in proc.stdout + proc.stderr
+
+
+def test_a_batched_job_writes_what_its_points_would_alone(tmp_path):
+    """A batch runs its points one after another in one process; each point record is
+    byte-identical to the record of the point simulated as its own job."""
+    from kernbench.experiments.job import run_job
+    from kernbench.fileio import dumps_pretty
+
+    topo = str(ROOT / "config/topologies/small_2x2.yaml")
+    shapes = [["tiny-a", {"name": "tiny-a", "m": 1, "k": 256, "n": 64, "group": "decode"}],
+              ["tiny-b", {"name": "tiny-b", "m": 64, "k": 128, "n": 64, "group": "decode"}]]
+    variant = {"kernel": "composite", "pes": 1}
+    batch = run_job("gemm", "small_2x2", topo, "decode-shapes", "composite",
+                    {"workloads": shapes, "variant": variant})
+    assert batch["workload"] == "decode-shapes" and len(batch["points"]) == 2
+    for (wid, params), point in zip(shapes, batch["points"], strict=True):
+        alone = run_job("gemm", "small_2x2", topo, wid, "composite",
+                        {"workload": params, "variant": variant})
+        assert dumps_pretty(point) == dumps_pretty(alone)

@@ -55,3 +55,14 @@ def test_the_default_title_is_a_sentence():
 
     title = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["report"]["title"]
     assert title.endswith(".") and len(title.split()) >= 8, title
+
+
+def test_the_three_study_sections_have_the_same_four_beats():
+    """Why (the motivation), Design, Results, Analysis -- in that order, in each of the
+    three studies the introduction announces (GEMM, all-reduce, attention)."""
+    from kernbench.experiments.registry import get
+
+    for name in ("gemm", "allreduce", "gqa"):
+        heads = re.findall(r"\\subsection\{([^}]*)\}", get(name).section)
+        assert len(heads) == 4 and heads[0].startswith("Why "), (name, heads)
+        assert heads[1:] == ["Design", "Results", "Analysis"], (name, heads)

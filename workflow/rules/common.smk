@@ -90,10 +90,8 @@ wildcard_constraints:
 
 
 def job_estimate(wildcards):
-    """A point's resource estimate from its experiment ({} without one)."""
-    job = job_of(wildcards)
-    estimate = SWEEP.experiment(job.experiment).resources
-    return estimate(job.slice["workload"]) if estimate else {}
+    """A job's resource estimate from its experiment ({} without one)."""
+    return SWEEP.estimate(job_of(wildcards))
 
 
 def job_resource(key, default):

@@ -10,7 +10,12 @@ FLOAT_FORMAT = "%.6g"
 
 
 def load_records(paths: Iterable[str | Path]) -> list[dict]:
-    return [json.loads(Path(p).read_text()) for p in paths]
+    """The point records of the job records at ``paths`` (a batch holds several)."""
+    out: list[dict] = []
+    for p in paths:
+        record = json.loads(Path(p).read_text())
+        out.extend(record["points"] if "points" in record else [record])
+    return out
 
 
 def write_csv(df, out_csv: str | Path) -> Path:

@@ -38,10 +38,17 @@ def run(args: argparse.Namespace) -> int:
         slice_ = json.loads(args.slice)
     except json.JSONDecodeError as exc:
         raise ConfigError("--slice", "", f"not valid JSON: {exc.msg}") from None
-    for key in ("workload", "variant"):
-        if not isinstance(slice_, dict) or not isinstance(slice_.get(key), dict):
-            raise ConfigError("--slice", key, "must be a JSON object with 'workload' and "
-                                              "'variant' objects (the workflow writes it)")
+    batch = isinstance(slice_, dict) and isinstance(slice_.get("workloads"), list)
+    for key in ("workloads" if batch else "workload", "variant"):
+        if not isinstance(slice_, dict) or not isinstance(slice_.get(key), (list if batch and
+                                                                           key == "workloads"
+                                                                           else dict)):
+            raise ConfigError("--slice", key, "must be a JSON object with 'workload' (or a "
+                                              "'workloads' list) and 'variant' objects (the "
+                                              "workflow writes it)")
+    if batch and not all(isinstance(w, list) and len(w) == 2 and isinstance(w[0], str)
+                         and isinstance(w[1], dict) for w in slice_["workloads"]):
+        raise ConfigError("--slice", "workloads", "must list [id, {params}] pairs")
     load_plugins(args.plugin, "--plugin")
     # A job is one short-lived process whose objects (engines, timelines, op logs) live
     # until it exits; the cyclic collector only rescans them (about a tenth of the run

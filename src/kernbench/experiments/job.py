@@ -1,13 +1,15 @@
-"""Run one sweep point in its own process and build its JSON record.
+"""Run one sweep job (a point, or a batch of points) and build its JSON record.
 
-The record carries the experiment's metrics, its analytic prediction and the
+A point's record carries the experiment's metrics, its analytic prediction and the
 relative error, op counts, occupancy and provenance (kernbench version, git
 revision, the resolved config slice and its hash, the simulator code hash).
-Its bytes depend only on the inputs.
+Its bytes depend only on the inputs. A batch's record lists its points' records
+under ``points``; each is what the point alone would have written.
 """
 
 from __future__ import annotations
 
+import gc
 import subprocess
 import sys
 from functools import lru_cache
@@ -40,26 +42,47 @@ def config_hash(slice_: dict) -> str:
 
 def run_job(experiment: str, topology_id: str, topology_file: str | Path, workload_id: str,
             variant_id: str, slice_: dict) -> dict:
-    """Simulate one point; ``slice_`` holds {"workload": {...}, "variant": {...}}."""
+    """Simulate one job; ``slice_`` holds {"workload": {...}, "variant": {...}}, or for a
+    batch {"workloads": [[id, {...}], ...], "variant": {...}}."""
     exp = get(experiment)
     graph = load_topology(topology_file)
+    if "workloads" not in slice_:
+        return _point(exp, graph, topology_id, workload_id, variant_id, slice_)
+    points = []
+    for wid, params in slice_["workloads"]:
+        points.append(_point(exp, graph, topology_id, wid, variant_id,
+                             {"workload": params, "variant": slice_["variant"]}))
+        gc.collect()  # the point's engine is garbage now (jobs run without automatic GC)
+    return {"schema": RECORD_SCHEMA, "experiment": experiment, "topology": topology_id,
+            "workload": workload_id, "variant": variant_id, "points": points,
+            "provenance": _provenance({"experiment": experiment, "topology": topology_id,
+                                       "workload_id": workload_id, "variant_id": variant_id,
+                                       **slice_})}
+
+
+def _point(exp, graph, topology_id: str, workload_id: str, variant_id: str,
+           slice_: dict) -> dict:
     body = exp.run(graph, slice_["workload"], slice_["variant"])
-    resolved = {"experiment": experiment, "topology": topology_id,
+    resolved = {"experiment": exp.name, "topology": topology_id,
                 "topology_hash": graph.spec.content_hash(), "workload_id": workload_id,
                 "variant_id": variant_id, **slice_}
     return {
         "schema": RECORD_SCHEMA,
-        "experiment": experiment,
+        "experiment": exp.name,
         "topology": topology_id,
         "workload": workload_id,
         "variant": variant_id,
         **body,
         "config": resolved,
-        "provenance": {
-            "kernbench_version": __version__,
-            "git_revision": git_revision(),
-            "config_hash": config_hash(resolved),
-            "simulator_code_hash": simulator_code_hash(),
-            "python": f"{sys.version_info.major}.{sys.version_info.minor}",
-        },
+        "provenance": _provenance(resolved),
+    }
+
+
+def _provenance(resolved: dict) -> dict:
+    return {
+        "kernbench_version": __version__,
+        "git_revision": git_revision(),
+        "config_hash": config_hash(resolved),
+        "simulator_code_hash": simulator_code_hash(),
+        "python": f"{sys.version_info.major}.{sys.version_info.minor}",
     }

@@ -62,6 +62,10 @@ class Experiment:
     # older bench names (`kernbench run --bench NAME`) that now regenerate this study's
     # table and figures through the workflow
     seed_benches: tuple[str, ...] = ()
+    # (workload id, params) -> a batch id, or None: the points of one topology and
+    # variant that name the same batch share one job (one process, each point still on
+    # a fresh engine), so short points do not each pay a process start
+    batch: Callable | None = None
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):

@@ -8,7 +8,9 @@ errors naming the key), schema defaults are filled in, every referenced
 topology is validated, and each experiment expands into (topology x workload
 x variant) jobs. Each job carries only its own config slice, so editing one
 workload or variant changes only that slice and Snakemake reruns only the
-affected jobs.
+affected jobs. An experiment may batch short points: the points that name the
+same batch id (per topology and variant) become one job whose slice lists them
+(``{"workloads": [[id, params], ...], "variant": ...}``).
 """
 
 from __future__ import annotations
@@ -39,6 +41,13 @@ class Job:
     def slice_json(self) -> str:
         return json.dumps(self.slice, sort_keys=True, separators=(",", ":"))
 
+    @property
+    def points(self) -> list[tuple[str, dict]]:
+        """(workload id, params) of every point the job simulates."""
+        if "workloads" in self.slice:
+            return [(wid, params) for wid, params in self.slice["workloads"]]
+        return [(self.workload, self.slice["workload"])]
+
 
 @dataclass(frozen=True)
 class Sweep:
@@ -61,6 +70,22 @@ class Sweep:
 
     def experiment(self, name: str) -> Experiment:
         return get(name)
+
+    def estimate(self, job: Job) -> dict:
+        """A job's resource estimate from its experiment: the largest memory and the
+        summed runtime of its points ({} when the experiment gives none)."""
+        estimate = get(job.experiment).resources
+        if estimate is None:
+            return {}
+        parts = [estimate(params) for _, params in job.points]
+        out = {}
+        mems = [p["mem_mb"] for p in parts if p.get("mem_mb") is not None]
+        runs = [p["runtime"] for p in parts if p.get("runtime") is not None]
+        if mems:
+            out["mem_mb"] = max(mems)
+        if runs:
+            out["runtime"] = sum(runs)
+        return out
 
 
 def fill_defaults(doc: Any, schema: dict) -> Any:
@@ -123,12 +148,30 @@ def expand(config: dict, source: str, root: Path, raw_dir: str) -> Sweep:
                                       f"remove the duplicate")
                 seen.add(wid)
             sources = tuple(_relative(p, root) for p in spec.sources)
-            for wid, wparams in workloads:
+            groups = _batches(exp, workloads, seen, source)
+            for wid, members in groups:
                 for vid, vparams in variants:
-                    jobs.append(Job(name, tid, wid, vid, rel, sources,
-                                    {"workload": wparams, "variant": vparams},
+                    alone = len(members) == 1 and members[0][0] == wid
+                    slice_ = ({"workload": members[0][1], "variant": vparams} if alone else
+                              {"workloads": [list(m) for m in members], "variant": vparams})
+                    jobs.append(Job(name, tid, wid, vid, rel, sources, slice_,
                                     f"{raw_dir}/{name}/{tid}/{wid}/{vid}.json"))
     return Sweep(config, tuple(jobs))
+
+
+def _batches(exp: Experiment, workloads: list, ids: set[str], source: str) -> list:
+    """[(job workload id, [(point id, params), ...])] in the order points first appear."""
+    out: dict[str, list] = {}
+    for wid, params in workloads:
+        key = exp.batch(wid, params) if exp.batch else None
+        if key is None:
+            out[wid] = [(wid, params)]
+            continue
+        if key in ids:
+            raise ConfigError(source, f"experiments.{exp.name}",
+                              f"batch id {key!r} is also a workload id; rename the workload")
+        out.setdefault(key, []).append((wid, params))
+    return list(out.items())
 
 
 def _relative(path: Path, root: Path) -> str:

@@ -44,6 +44,8 @@ def sweep_sizes(block: dict, source: str) -> list[int]:
         if block.get("between", True) and s * 3 // 2 <= hi and s >= 2:
             out.append(s * 3 // 2)
         s *= 2
+    if out[-1] != hi:  # the largest size is always measured, on the grid or not
+        out.append(hi)
     return out
 
 

@@ -51,6 +51,12 @@ def expand(block: dict, spec: TopologySpec, source: str) -> tuple[list[tuple[str
     return workloads, variants
 
 
+def batch(shape_id: str, shape: dict) -> str:
+    """Every shape of a group (decode, prefill, synthetic) runs in one job per variant:
+    most shapes simulate in well under the second a process start costs."""
+    return f"{shape.get('group') or 'other'}-shapes"
+
+
 def run(graph: TopologyGraph, workload: dict, variant: dict) -> dict:
     spec = graph.spec
     M, K, N = int(workload["m"]), int(workload["k"]), int(workload["n"])
@@ -117,5 +123,6 @@ register(Experiment(
     conclusion=package_text(__name__, "conclusion.tex"),
     order=20,
     seed_benches=("milestone-1h-gemm",),
+    batch=batch,
     files=package_files(sys.modules[__name__]),
 ))

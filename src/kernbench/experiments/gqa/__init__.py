@@ -181,6 +181,18 @@ def run(graph: TopologyGraph, workload: dict, variant: dict) -> dict:
     }
 
 
+def batch(workload_id: str, workload: dict) -> str | None:
+    """The decode grid and the short-context grid run each context sweep (one C and
+    variant, or one mapping and tier) in one job: their points take seconds, and a
+    process start with the 512-PE system costs one or two of them. Headline, prefill
+    and ring points keep their own jobs."""
+    if workload_id.startswith("decode-"):
+        return f"decode-C{workload['C']}-{workload['variant']}"
+    if workload_id.startswith("short-decode-"):
+        return f"short-decode-{workload['mapping']}-t{workload['tier']}"
+    return None
+
+
 def resources(workload: dict) -> dict:
     """Memory and time of the long prefill points, from measured runs (the op log and
     hazard tables grow with the (query block, tile) pairs: 2.7 GB, 6-7 minutes at 32K)."""
@@ -207,5 +219,6 @@ register(Experiment(
     conclusion=package_text(__name__, "conclusion.tex"),
     order=40,
     seed_benches=("milestone-gqa-headline",),
+    batch=batch,
     files=package_files(sys.modules[__name__]),
 ))

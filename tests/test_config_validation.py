@@ -105,7 +105,9 @@ def test_sweep_expands_topology_x_workload_x_variant():
     sweep = load_sweep_file(ROOT / "config" / "config.yaml", ROOT)
     # transfer: 16 probe flows on each 4x4 topology (each sweeping 5 sizes), 2 variants,
     # 2 topologies; gemm: 24 shapes x 6 variants on one topology
-    assert len([j for j in sweep.jobs if j.experiment == "transfer"]) == 2 * 16 * 2
+    transfer = [j for j in sweep.jobs if j.experiment == "transfer"]
+    assert len(transfer) == 2 * 2  # the flows of a topology share a job per variant
+    assert sum(len(j.points) for j in transfer) == 2 * 16 * 2
     gemm = [j for j in sweep.jobs if j.experiment == "gemm"]
     assert len(gemm) == 3 * 6  # a job per shape group (decode, prefill, synthetic) x variant
     points = sorted((j.variant, wid) for j in gemm for wid, _ in j.points)
@@ -115,12 +117,12 @@ def test_sweep_expands_topology_x_workload_x_variant():
         16 << i for i in range(13)] + [98304]  # doubling to 64 KiB, then the maximum
     outputs = sweep.outputs()
     assert len(set(outputs)) == len(outputs)
-    job = sweep.by_output()["results/raw/transfer/default/pe-local-hbm/contention.json"]
-    assert job.slice == {"workload": {"flow": "pe-local-hbm",
-                                      "sizes": [4096, 16384, 65536, 262144, 1048576]},
-                         "variant": {"concurrent_flows": 2}}
+    job = sweep.by_output()["results/raw/transfer/default/flows/contention.json"]
+    assert dict(job.points)["pe-local-hbm"] == {"flow": "pe-local-hbm",
+                                                "sizes": [4096, 16384, 65536, 262144, 1048576]}
+    assert job.slice["variant"] == {"concurrent_flows": 2}
     assert job.topology_sources == ("config/topologies/default.yaml",)
-    llama = sweep.by_output()["results/raw/transfer/llama70b_4sip/h2d-1hop/single.json"]
+    llama = sweep.by_output()["results/raw/transfer/llama70b_4sip/flows/single.json"]
     assert llama.topology_sources == ("config/topologies/default.yaml",
                                       "config/topologies/llama70b_4sip.yaml")
 
@@ -155,3 +157,12 @@ def test_a_batched_job_writes_what_its_points_would_alone(tmp_path):
         alone = run_job("gemm", "small_2x2", topo, wid, "composite",
                         {"workload": params, "variant": variant})
         assert dumps_pretty(point) == dumps_pretty(alone)
+
+
+def test_batch_points_false_gives_every_point_its_own_job(tmp_path):
+    path = tmp_path / "unbatched.yaml"
+    path.write_text(yaml.safe_dump(mutate(lambda d: d.update(batch_points=False))))
+    sweep = load_sweep_file(path, ROOT)
+    transfer = [j for j in sweep.jobs if j.experiment == "transfer"]
+    assert len(transfer) == 2 * 16 * 2 and all("workload" in j.slice for j in transfer)
+    assert len([j for j in sweep.jobs if j.experiment == "gemm"]) == 24 * 6

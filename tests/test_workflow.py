@@ -26,7 +26,7 @@ def smoke_run(tmp_path_factory):
 
 def test_smoke_produces_records_tables_figures_and_paper(smoke_run):
     raw = sorted((smoke_run / "results" / "raw" / "transfer" / "small_2x2").rglob("*.json"))
-    assert len(raw) == 4 * 2  # flows x variants in config/smoke.yaml (a record per size sweep)
+    assert len(raw) == 2  # a batch of the 4 flows per variant (each flow a size sweep)
     table = (smoke_run / "results" / "tables" / "transfer.csv").read_text().splitlines()
     assert len(table) == 1 + 4 * 2 * 2  # a row per flow x size x variant
     for fig in ("transfer_latency", "transfer_bandwidth"):
@@ -75,8 +75,11 @@ def test_every_value_the_paper_text_uses_is_generated(smoke_run):
 
 
 def test_records_carry_prediction_and_provenance(smoke_run):
-    rec = json.loads((smoke_run / "results/raw/transfer/small_2x2/pe-local-hbm/contention.json")
-                     .read_text())
+    batch = json.loads((smoke_run / "results/raw/transfer/small_2x2/flows/contention.json")
+                       .read_text())
+    assert [p["workload"] for p in batch["points"]] == [
+        "h2d-1hop", "d2h-2hop", "pe-local-hbm", "pe-cross-cube-hbm-best"]
+    rec = next(p for p in batch["points"] if p["workload"] == "pe-local-hbm")
     assert rec["prediction"]["rel_error"] < 1e-9
     points = rec["metrics"]["points"]
     assert [p["size_bytes"] for p in points] == [4096, 65536]  # the smoke config's sizes

@@ -14,6 +14,7 @@ import yaml
 from .workflow_helpers import SNAKEMAKE, copy_workflow, records, snakemake
 
 SMALL = {
+    "batch_points": False,  # a job per point: these tests need many jobs to kill and resume
     "topologies": {"small_2x2": "config/topologies/small_2x2.yaml",
                    "small_2x3": "config/topologies/small_2x3.yaml"},
     "experiments": {"transfer": {

@@ -8,6 +8,7 @@ import yaml
 from .workflow_helpers import copy_workflow, planned_jobs, snakemake
 
 CONFIG = {
+    "batch_points": False,  # a job per flow, so the tests can see which flows rerun
     "topologies": {"small_2x2": "config/topologies/small_2x2.yaml",
                    "small_2x3": "config/topologies/small_2x3.yaml"},
     "experiments": {"transfer": {

@@ -148,7 +148,7 @@ def expand(config: dict, source: str, root: Path, raw_dir: str) -> Sweep:
                                       f"remove the duplicate")
                 seen.add(wid)
             sources = tuple(_relative(p, root) for p in spec.sources)
-            groups = _batches(exp, workloads, seen, source)
+            groups = _batches(exp, workloads, seen, source, config.get("batch_points", True))
             for wid, members in groups:
                 for vid, vparams in variants:
                     alone = len(members) == 1 and members[0][0] == wid
@@ -159,11 +159,12 @@ def expand(config: dict, source: str, root: Path, raw_dir: str) -> Sweep:
     return Sweep(config, tuple(jobs))
 
 
-def _batches(exp: Experiment, workloads: list, ids: set[str], source: str) -> list:
+def _batches(exp: Experiment, workloads: list, ids: set[str], source: str,
+             enabled: bool) -> list:
     """[(job workload id, [(point id, params), ...])] in the order points first appear."""
     out: dict[str, list] = {}
     for wid, params in workloads:
-        key = exp.batch(wid, params) if exp.batch else None
+        key = exp.batch(wid, params) if exp.batch and enabled else None
         if key is None:
             out[wid] = [(wid, params)]
             continue

@@ -100,6 +100,11 @@ def run(graph: TopologyGraph, workload: dict, variant: dict) -> dict:
     }
 
 
+def batch(workload_id: str, workload: dict) -> str | None:
+    """The lone flows share one job (each takes a fraction of a process start)."""
+    return "alone-flows" if workload["kind"] == "alone" else None
+
+
 register(Experiment(
     name=NAME,
     title="Accuracy of the analytic fabric",
@@ -113,5 +118,6 @@ register(Experiment(
     section=package_text(__name__, "section.tex"),
     part="platform",
     order=10,
+    batch=batch,
     files=package_files(sys.modules[__name__]),
 ))

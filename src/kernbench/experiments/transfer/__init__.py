@@ -1,7 +1,7 @@
 """The ``transfer`` experiment: probe-catalog flows x sizes x concurrency.
 
-Workload = one probe flow swept over every configured size (one job, one process:
-a point costs milliseconds, a process start most of a second); variant = how many
+Workload = one probe flow swept over every configured size (a point costs
+milliseconds, so the flows of a topology also share one job: ``batch``); variant = how many
 identical flows run at once over the same route (1 = lone flow, 2 = two-flow
 contention). Each size runs on a fresh engine, so a point does not depend on the
 sizes beside it. The analytic model is Ovhd + Wire + k x Drain
@@ -45,6 +45,12 @@ def expand(block: dict, spec: TopologySpec, source: str) -> tuple[list[tuple[str
     workloads = [(flow, {"flow": flow, "sizes": sizes}) for flow in flows]
     variants = [(vid, dict(v)) for vid, v in block["variants"].items()]
     return workloads, variants
+
+
+def batch(flow_id: str, workload: dict) -> str:
+    """Every flow of a topology runs in one job per variant: a flow's whole size
+    sweep simulates in milliseconds, a process start costs most of a second."""
+    return "flows"
 
 
 def _point(graph: TopologyGraph, case, nbytes: int, k: int) -> dict:
@@ -111,5 +117,6 @@ register(Experiment(
     abstract=package_text(__name__, "abstract.tex"),
     conclusion=package_text(__name__, "conclusion.tex"),
     order=10,
+    batch=batch,
     files=package_files(sys.modules[__name__]),
 ))

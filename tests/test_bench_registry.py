@@ -222,8 +222,10 @@ def _cli(*args):
 def test_cli_list_shows_every_bench_with_its_index():
     proc = _cli("list")
     assert proc.returncode == 0, proc.stderr
-    lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
+    lines = [ln for ln in proc.stdout.splitlines() if ln.strip() and ln.split()[0].isdigit()]
     specs = list_all()
+    seeds = [ln.split()[1] for ln in proc.stdout.splitlines() if ln.strip().startswith("-")]
+    assert seeds == ["milestone-1h-ccl", "milestone-1h-gemm", "milestone-gqa-headline"]
     assert len(lines) == len(specs)
     for line, spec in zip(lines, specs, strict=True):
         index, name, *desc = line.split()

@@ -28,6 +28,11 @@ class _StrictLoader(_SafeLoader):
     """SafeLoader that rejects duplicate mapping keys instead of keeping the last."""
 
 
+class _StrictPyLoader(yaml.SafeLoader):
+    """The same in pure Python: re-parses a broken file, whose messages name the
+    offending character (libyaml's do not)."""
+
+
 def safe_load(text: str) -> Any:
     """``yaml.safe_load`` on the fast loader (for files we ship or have validated)."""
     return yaml.load(text, Loader=_SafeLoader)  # noqa: S506 - a SafeLoader
@@ -46,13 +51,18 @@ def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool
     return loader.construct_mapping(node, deep=deep)
 
 
-_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+for _loader in (_StrictLoader, _StrictPyLoader):
+    _loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
 def parse_yaml(text: str, source: str) -> Any:
     """Parse YAML text; syntax errors become ``file:line:col`` one-liners."""
     try:
         return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - strict SafeLoader subclass
+    except yaml.YAMLError:
+        pass  # explain it with the pure-Python parser's wording (the fast path is unchanged)
+    try:
+        return yaml.load(text, Loader=_StrictPyLoader)  # noqa: S506 - strict SafeLoader subclass
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown position"

@@ -71,7 +71,8 @@ def test_profiles_and_catalog_metadata_parse():
         assert cfg.get("rerun-incomplete") is True
     slurm = yaml.safe_load((ROOT / "workflow/profiles/slurm/config.yaml").read_text())
     assert slurm["executor"] == "slurm"
-    assert {"simulate", "aggregate", "report_generated", "paper"} <= set(slurm["set-resources"])
+    assert {"aggregate", "report_generated", "paper"} <= set(slurm["set-resources"])
+    assert "simulate" not in slurm["set-resources"]  # it would replace each job's estimate
     assert (ROOT / "profiles/default").resolve() == (ROOT / "workflow/profiles/local")
     catalog = yaml.safe_load((ROOT / ".snakemake-workflow-catalog.yml").read_text())
     assert catalog["usage"]["software-stack-deployment"]["conda"] is True

@@ -94,12 +94,18 @@ def job_estimate(wildcards):
     return SWEEP.estimate(job_of(wildcards))
 
 
+BATCH_MEM_MB = 1000  # a batch of short points peaked at 703 MB (gqa decode, C = 8)
+
+
 def job_resource(key, default):
     """A point's scheduler resource: its experiment's estimate, else the default."""
 
     def get(wildcards):
         value = job_estimate(wildcards).get(key)
-        return default if value is None else max(default, int(value))
+        floor = default
+        if key == "mem_mb" and "workloads" in job_of(wildcards).slice:
+            floor = max(default, BATCH_MEM_MB)
+        return floor if value is None else max(floor, int(value))
 
     return get
 

@@ -38,17 +38,7 @@ def run(args: argparse.Namespace) -> int:
         slice_ = json.loads(args.slice)
     except json.JSONDecodeError as exc:
         raise ConfigError("--slice", "", f"not valid JSON: {exc.msg}") from None
-    batch = isinstance(slice_, dict) and isinstance(slice_.get("workloads"), list)
-    for key in ("workloads" if batch else "workload", "variant"):
-        if not isinstance(slice_, dict) or not isinstance(slice_.get(key), (list if batch and
-                                                                           key == "workloads"
-                                                                           else dict)):
-            raise ConfigError("--slice", key, "must be a JSON object with 'workload' (or a "
-                                              "'workloads' list) and 'variant' objects (the "
-                                              "workflow writes it)")
-    if batch and not all(isinstance(w, list) and len(w) == 2 and isinstance(w[0], str)
-                         and isinstance(w[1], dict) for w in slice_["workloads"]):
-        raise ConfigError("--slice", "workloads", "must list [id, {params}] pairs")
+    _check_slice(slice_)
     load_plugins(args.plugin, "--plugin")
     # A job is one short-lived process whose objects (engines, timelines, op logs) live
     # until it exits; the cyclic collector only rescans them (about a tenth of the run
@@ -68,3 +58,21 @@ def run(args: argparse.Namespace) -> int:
     print(f"kernbench job: wrote {args.out} in {time.perf_counter() - start:.3f} s, "
           f"peak_rss_mb={peak_mb:.1f}", file=sys.stderr)
     return 0
+
+
+def _check_slice(slice_) -> None:
+    """A point's slice {"workload": {...}, "variant": {...}}, or a batch's
+    {"workloads": [[id, {...}], ...], "variant": {...}} (the workflow writes both)."""
+    if not isinstance(slice_, dict):
+        raise ConfigError("--slice", "", "must be a JSON object (the workflow writes it)")
+    points = slice_.get("workloads")
+    if points is not None:
+        if not isinstance(points, list) or not all(
+                isinstance(w, list) and len(w) == 2 and isinstance(w[0], str)
+                and isinstance(w[1], dict) for w in points):
+            raise ConfigError("--slice", "workloads", "must list [id, {params}] pairs")
+    elif not isinstance(slice_.get("workload"), dict):
+        raise ConfigError("--slice", "workload", "must be an object (or give a 'workloads' "
+                                                 "list); the workflow writes it")
+    if not isinstance(slice_.get("variant"), dict):
+        raise ConfigError("--slice", "variant", "must be an object; the workflow writes it")

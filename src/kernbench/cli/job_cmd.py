@@ -20,7 +20,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, help="record path (results/raw/...json)")
     p.add_argument("--plugin", action="append", default=[], metavar="MODULE",
                    help="import an experiment plugin module first (repeatable)")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, exit_at_once=True)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -42,18 +42,21 @@ def run(args: argparse.Namespace) -> int:
     load_plugins(args.plugin, "--plugin")
     # A job is one short-lived process whose objects (engines, timelines, op logs) live
     # until it exits; the cyclic collector only rescans them (about a tenth of the run
-    # time, and no memory back: peak RSS is unchanged without it). Exit frees all.
+    # time, and no memory back: peak RSS is unchanged without it). Run as its own
+    # process, the job leaves with the collector off and skips the teardown; called
+    # in-process (tests, tools), it leaves the collector as it found it.
     collecting = gc.isenabled()
     gc.freeze()
     gc.disable()
     try:
         record = run_job(args.experiment, args.topology_id, args.topology_file,
                          args.workload_id, args.variant_id, slice_)
-    finally:  # called in-process (tests, tools): leave the collector as it was
-        gc.unfreeze()
-        if collecting:
-            gc.enable()
-    write_atomic(Path(args.out), dumps_pretty(record))
+        write_atomic(Path(args.out), dumps_pretty(record))
+    finally:
+        if not getattr(args, "standalone", False):
+            gc.unfreeze()
+            if collecting:
+                gc.enable()
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
     print(f"kernbench job: wrote {args.out} in {time.perf_counter() - start:.3f} s, "
           f"peak_rss_mb={peak_mb:.1f}", file=sys.stderr)

@@ -46,6 +46,7 @@ class PeServices(Protocol):
     op_log: Any  # OpLogger: record(t0, t1, component, kind, name, params, stage)
     data: Any  # DataPlane in data mode, else None
     flows: Any  # FlowBuilder: routes of DMA flows
+    plans: dict  # composite plans by shape, shared by PEs of one ``pe`` section
     network: PeNetwork
 
     def book_flow(self, flow, start: float) -> float:

@@ -52,7 +52,9 @@ def run_job(experiment: str, topology_id: str, topology_file: str | Path, worklo
     for wid, params in slice_["workloads"]:
         points.append(_point(exp, graph, topology_id, wid, variant_id,
                              {"workload": params, "variant": slice_["variant"]}))
-        gc.collect()  # the point's engine is garbage now (jobs run without automatic GC)
+        if not gc.isenabled():  # ``kernbench job`` runs without the automatic collector:
+            gc.collect()  # the point's engine is garbage now, and freezing what survives
+            gc.freeze()  # keeps the next collection to the next point's objects
     return {"schema": RECORD_SCHEMA, "experiment": experiment, "topology": topology_id,
             "workload": workload_id, "variant": variant_id, "points": points,
             "provenance": _provenance({"experiment": experiment, "topology": topology_id,

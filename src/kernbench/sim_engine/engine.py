@@ -11,6 +11,7 @@ kernel side registers them with :meth:`GraphEngine.register_program`).
 from __future__ import annotations
 
 import gc
+import weakref
 from contextlib import contextmanager
 from typing import NamedTuple
 
@@ -46,6 +47,9 @@ def quiet_collector():
     every ``GC_YOUNG_THRESHOLD`` allocations; cycles are still collected, and
     the previous settings are restored afterwards.
     """
+    if not gc.isenabled():  # the caller owns collection (``kernbench job`` runs without it)
+        yield
+        return
     old = gc.get_threshold()
     gc.freeze()
     gc.set_threshold(max(old[0], GC_YOUNG_THRESHOLD), old[1], old[2])
@@ -54,6 +58,30 @@ def quiet_collector():
     finally:
         gc.set_threshold(*old)
         gc.unfreeze()
+
+
+class _GraphState(NamedTuple):
+    """What depends on the graph alone, shared by every engine built on it: routes and
+    flow shapes are pure functions of the graph, and a composite's plan of its shapes
+    and the PE parameters (one ``pe`` section per topology), so the points of a batch
+    or a test module search each route tree and plan each shape once."""
+
+    resolver: AddressResolver
+    router: PathRouter
+    flows: FlowBuilder
+    plans: dict
+
+
+_BY_GRAPH: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _graph_state(graph: TopologyGraph) -> _GraphState:
+    state = _BY_GRAPH.get(graph)
+    if state is None:
+        resolver, router = AddressResolver(graph), PathRouter(graph)
+        state = _BY_GRAPH[graph] = _GraphState(
+            resolver, router, FlowBuilder(resolver, router, graph.spec.hbm_slice_bytes), {})
+    return state
 
 
 def space_of(pa: PhysAddr) -> str:
@@ -144,10 +172,14 @@ class GraphEngine:
                  keep_records: bool = True) -> None:
         self.graph = graph
         self.env = env or simpy.Environment()
-        self.resolver = AddressResolver(graph)
-        self.router = router or PathRouter(graph)
+        shared = _graph_state(graph)
+        if router is None or router is shared.router:
+            self.resolver, self.router, self.flows = shared.resolver, shared.router, shared.flows
+        else:  # a caller's own router: its own flow cache too
+            self.resolver, self.router = shared.resolver, router
+            self.flows = FlowBuilder(self.resolver, router, graph.spec.hbm_slice_bytes)
+        self.plans = shared.plans  # composite plans by shape (components/builtin/composite_plan)
         self.fabric = Fabric(graph)
-        self.flows = FlowBuilder(self.resolver, self.router, graph.spec.hbm_slice_bytes)
         self.op_log = OpLogger(keep_records)
         self.store: MemoryStore | None = MemoryStore() if enable_data else None
         self.data: DataPlane | None = DataPlane(self.store, self.env) if enable_data else None

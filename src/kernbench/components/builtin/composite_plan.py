@@ -57,11 +57,13 @@ def chain_bytes(op: OpSpec, head_out=None) -> tuple[int, int, int]:
 
 
 class Planner:
-    """Plans of one PE's composites, cached by shape."""
+    """Plans of one PE's composites, cached by shape in a cache its engine shares
+    among PEs and engines of one topology (a plan depends on shapes and the PE
+    parameters only)."""
 
     def __init__(self, pe) -> None:
         self.pe = pe
-        self._cache: dict[tuple, Plan] = {}
+        self._cache: dict[tuple, Plan] = pe.services.plans
 
     def gemm_tiles(self, head: OpSpec, tile_shape):
         """(tiles, supertile, accumulator budget) of the head GEMM: the supertile walk

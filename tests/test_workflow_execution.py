@@ -84,10 +84,15 @@ def test_sigkill_mid_run_then_restart_gives_identical_records(tmp_path, referenc
 def test_html_report_contains_figures_and_tables(tmp_path):
     root = scratch(tmp_path, {**SMALL, "experiments": {"transfer": {
         **SMALL["experiments"]["transfer"], "sizes": ["4KiB"], "topologies": ["small_2x2"]}}})
-    assert snakemake(root, "--cores", "2", "--configfile", "config/test.yaml").returncode == 0
+    proc = snakemake(root, "--cores", "2", "--configfile", "config/test.yaml")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = root / "results" / "report.html"  # the whole run wrote it
+    html = report.read_text(errors="replace")
+    assert "paper.pdf" in html
+    report.unlink()
     proc = snakemake(root, "--configfile", "config/test.yaml", "--report", "results/report.html")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    html = (root / "results" / "report.html").read_text(errors="replace")
+    html = report.read_text(errors="replace")
     for name in ("transfer_latency.png", "transfer_bandwidth.png", "transfer.csv", "paper.pdf"):
         assert name in html
     assert "identical flows issued together" in html  # a figure caption

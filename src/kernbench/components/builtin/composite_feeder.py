@@ -23,7 +23,7 @@ import heapq
 import numpy as np
 
 from kernbench.components import numerics
-from kernbench.components.builtin.composite_plan import Planner, chain_bytes
+from kernbench.components.builtin.composite_plan import Planner, chain_bytes, tile_epilogues
 from kernbench.components.builtin.dispatch import executes
 from kernbench.components.builtin.pe_ops import ready_at, view_va
 from kernbench.components.tiling import chunks
@@ -188,10 +188,7 @@ class CompositeFeeder:
                     self._single_shot_data(op, t0 + s0, t0 + s1)
                 else:
                     self._after_head_data(op, head.out, t0 + s0, t0 + s1)
-            epilogues = [op for op in ops[g + 1:] if op.scope is not Scope.KERNEL]
-            self._gemm_data(head, [op for op in epilogues if op.scope is Scope.K_TILE],
-                            [op for op in epilogues if op.scope is Scope.OUTPUT_TILE],
-                            t0 + plan.first_gemm,
+            self._gemm_data(head, *tile_epilogues(ops, g), t0 + plan.first_gemm,
                             [(t0 + c[0], *c[1:]) for c in plan.commits], (plan.tk,))
         return t0 + plan.end
 
@@ -274,8 +271,7 @@ class CompositeFeeder:
         K = head.extra["k"]
         bpe_a, bpe_b = dtype_bytes(a.dtype), dtype_bytes(b.dtype)
         bpe_out = dtype_bytes(out.dtype)
-        k_epi = [op for op in epilogues if op.scope is Scope.K_TILE]
-        o_epi = [op for op in epilogues if op.scope is Scope.OUTPUT_TILE]
+        k_epi, o_epi = tile_epilogues((head, *epilogues), 0)
         if self._private(a, b, out, t0):  # the loop alone, planned from its ready time
             ready = max(t0, ready_at(a), ready_at(b))
             plan = self.planner.plan((head, *epilogues), 0, cmd.tile_shape)

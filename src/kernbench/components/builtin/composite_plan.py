@@ -56,6 +56,14 @@ def chain_bytes(op: OpSpec, head_out=None) -> tuple[int, int, int]:
             head_out.numel)
 
 
+def tile_epilogues(ops, g: int) -> tuple[list[OpSpec], list[OpSpec]]:
+    """(per k-tile, per output tile) epilogues of the head GEMM at ``ops[g]``, in command
+    order: the ops after it that run on each tile rather than once."""
+    after = [op for op in ops[g + 1:] if op.scope is not Scope.KERNEL]
+    return ([op for op in after if op.scope is Scope.K_TILE],
+            [op for op in after if op.scope is Scope.OUTPUT_TILE])
+
+
 class Planner:
     """Plans of one PE's composites, cached by shape in a cache its engine shares
     among PEs and engines of one topology (a plan depends on shapes and the PE
@@ -128,9 +136,7 @@ class Planner:
         head = ops[g]
         a, b, out = head.operands["a"], head.operands["b"], head.out
         bpe_a, bpe_b, bpe_out = dtype_bytes(a.dtype), dtype_bytes(b.dtype), dtype_bytes(out.dtype)
-        epilogues = [op for op in ops[g + 1:] if op.scope is not Scope.KERNEL]
-        k_epi = [op for op in epilogues if op.scope is Scope.K_TILE]
-        o_epi = [op for op in epilogues if op.scope is Scope.OUTPUT_TILE]
+        k_epi, o_epi = tile_epilogues(ops, g)
         tiles, (_, tk, _), _ = self.gemm_tiles(head, tile_shape)
         fill = gemm.fill_ns
         acc_free: dict[int, float] = {}

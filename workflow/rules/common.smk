@@ -94,7 +94,7 @@ def job_estimate(wildcards):
     return SWEEP.estimate(job_of(wildcards))
 
 
-BATCH_MEM_MB = 1000  # a batch of short points peaked at 703 MB (gqa decode, C = 8)
+BATCH_MEM_MB = 1000  # a batch of short points peaked at 463 MB (gqa decode, C = 8)
 
 
 def job_resource(key, default):

@@ -107,7 +107,6 @@ def uncontended(graph: TopologyGraph, sizes: Sequence[int] = UNCONTENDED_SIZES, 
                 packet_bytes: int = 256, hbm: str = "slice",
                 router: PathRouter | None = None) -> UncontendedAccuracy:
     """Every probe flow of the catalog at every size, each alone, on both models."""
-    router = router or PathRouter(graph)
     flows_from = builder(graph, router)
     cases = []
     wall_a = wall_r = 0.0
@@ -253,7 +252,6 @@ def compare(graph: TopologyGraph, scenario: Scenario, *, packet_bytes: int = 256
 def contended(graph: TopologyGraph, nbytes: int = CONTENDED_BYTES, *, packet_bytes: int = 256,
               hbm: str = "slice", router: PathRouter | None = None) -> list[ScenarioAccuracy]:
     """Every contended scenario on both models."""
-    router = router or PathRouter(graph)
     return [compare(graph, s, packet_bytes=packet_bytes, hbm=hbm, router=router)
             for s in scenarios(graph, nbytes, router)]
 
@@ -267,9 +265,8 @@ def accuracy_report(graph: TopologyGraph, *, packet_bytes: int = 256, hbm: str =
     ``speedup`` is the reference's wall time over the analytic engine's, summed
     over every flow set both models ran (uncontended and contended).
     """
-    router = PathRouter(graph)
-    unc = uncontended(graph, sizes, packet_bytes=packet_bytes, hbm=hbm, router=router)
-    con = contended(graph, contended_bytes, packet_bytes=packet_bytes, hbm=hbm, router=router)
+    unc = uncontended(graph, sizes, packet_bytes=packet_bytes, hbm=hbm)
+    con = contended(graph, contended_bytes, packet_bytes=packet_bytes, hbm=hbm)
     wall_a = unc.analytic_wall_s + sum(s.analytic_wall_s for s in con)
     wall_r = unc.reference_wall_s + sum(s.reference_wall_s for s in con)
     worst = max(unc.cases, key=lambda c: c.rel_err)

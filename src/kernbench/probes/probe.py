@@ -163,7 +163,6 @@ def run_probe(topology_path: str | Path, case_filter: str | None = None,
               sweep_sizes: tuple[int, ...] = SWEEP_SIZES,
               nbytes: int = SUMMARY_BYTES, trace_path: str | Path | None = None) -> ProbeReport:
     graph = load_topology(topology_path)
-    router = PathRouter(graph)
     catalog = build_catalog(graph.spec)
     if case_filter not in (None, "all"):
         catalog = [c for c in catalog if c.name == case_filter]
@@ -171,14 +170,14 @@ def run_probe(topology_path: str | Path, case_filter: str | None = None,
             names = ", ".join(c.name for c in build_catalog(graph.spec))
             raise UsageError(f"unknown probe case {case_filter!r} (available: {names})")
     op_logs: list = []
-    cases = [run_case(graph, c, nbytes, router, op_logs) for c in catalog]
+    cases = [run_case(graph, c, nbytes, op_logs=op_logs) for c in catalog]
     if trace_path:
         write_chrome_trace(op_logs, trace_path)
     sweep = {
         c.name: [
             {"nbytes": n, "actual_ns": r.actual_ns, "util_pct": r.util_pct}
             for n in sweep_sizes
-            for r in [run_case(graph, c, n, router)]
+            for r in [run_case(graph, c, n)]
         ]
         for c in catalog
     }

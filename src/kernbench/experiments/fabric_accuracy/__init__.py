@@ -22,7 +22,6 @@ from kernbench.experiments.registry import (
     package_text,
     register,
 )
-from kernbench.policy.routing import PathRouter
 from kernbench.probes import fabric_accuracy as fa
 from kernbench.probes.catalog import find_case, select_flows
 from kernbench.sim_engine.packet_reference import PacketReference
@@ -58,14 +57,13 @@ def _reference(graph: TopologyGraph, flows, packet_bytes: int) -> tuple[tuple[fl
 
 def run(graph: TopologyGraph, workload: dict, variant: dict) -> dict:
     packet_bytes = int(variant["packet_bytes"])
-    router = PathRouter(graph)
-    builder = fa.builder(graph, router)
+    builder = fa.builder(graph)
     if workload["kind"] == "alone":
         case = find_case(graph.spec, workload["flow"])
         cases, packets = [], 0
         for nbytes in workload["sizes"]:
             flow = case.flow(builder, nbytes)
-            (analytic,) = fa.run_analytic(graph, [flow], router).completions
+            (analytic,) = fa.run_analytic(graph, [flow]).completions
             (reference,), n = _reference(graph, [flow], packet_bytes)
             packets += n
             cases.append({"nbytes": nbytes, "size": format_size(nbytes), "analytic_ns": analytic,
@@ -76,8 +74,8 @@ def run(graph: TopologyGraph, workload: dict, variant: dict) -> dict:
         labels = {"kind": "alone", "name": case.name, "category": case.category}
         flows_simulated = len(cases)
     else:
-        sc = fa.scenario(graph, workload["scenario"], int(workload["nbytes"]), router)
-        analytic = fa.run_analytic(graph, sc.flows, router).completions
+        sc = fa.scenario(graph, workload["scenario"], int(workload["nbytes"]))
+        analytic = fa.run_analytic(graph, sc.flows).completions
         reference, packets = _reference(graph, sc.flows, packet_bytes)
         n = len(sc.flows)
         mean_a, mean_r = sum(analytic) / n, sum(reference) / n

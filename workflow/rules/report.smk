@@ -20,7 +20,7 @@ onsuccess:
     # The report is rebuilt from the same config files; --config overrides it cannot
     # repeat, so such a run leaves the report to `snakemake --report` with them.
     if (all(Path(f).exists() for f in rules.all.input)
-            and not workflow.config_settings.overwrite_config):
+            and not workflow.config_settings.config):
         _cfg = " ".join(f"--configfile {f}" for f in workflow.overwrite_configfiles or [])
         shell(f"{sys.executable} -m snakemake {_cfg} --report {RESULTS}/report.html "
               f"> {LOG_DIR}/report_html.log 2>&1")

@@ -19,6 +19,12 @@ def default_graph():
 
 
 @pytest.fixture(scope="session")
+def ideal_graph():
+    """The default topology with the ideal GEMM array (a weight block per cycle)."""
+    return load_topology(TOPOLOGIES / "array_ideal.yaml")
+
+
+@pytest.fixture(scope="session")
 def default_router(default_graph):
     return PathRouter(default_graph)
 

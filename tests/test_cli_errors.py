@@ -90,7 +90,7 @@ def test_an_internal_fault_is_reported_as_a_bug(name, capsys, monkeypatch, tmp_p
 
 def test_a_bug_inside_a_kernel_run_is_not_disguised_as_kernel_misuse(small_graph, monkeypatch):
     """An exception raised by the simulator while a kernel runs propagates as itself."""
-    from kernbench.components.builtin import pe_gemm
+    from kernbench.components.builtin import gemm_array
     from kernbench.kernels.gemm import gemm_primitive
     from kernbench.runtime_api import RuntimeContext
     from kernbench.sim_engine import GraphEngine
@@ -99,7 +99,7 @@ def test_a_bug_inside_a_kernel_run_is_not_disguised_as_kernel_misuse(small_graph
     def broken(*_args, **_kwargs):
         raise ZeroDivisionError("injected")
 
-    monkeypatch.setattr(pe_gemm, "gemm_cycles", broken)
+    monkeypatch.setattr(gemm_array, "busy_cycles", broken)
     ctx = RuntimeContext(GraphEngine(small_graph))
     a, b, c = ctx.empty((32, 64)), ctx.empty((64, 32)), ctx.empty((32, 32), "f32")
     with pytest.raises(ZeroDivisionError, match="injected") as info:

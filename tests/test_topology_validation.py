@@ -121,6 +121,19 @@ CASES = [
      "visualization.emit_views[1]", "must be one of: system, sip, cube, pe"),
     ("extends_missing_file", setter("extends", "no_such_base.yaml"), "extends",
      "base topology 'no_such_base.yaml' not found"),
+    ("zero_weight_rows_per_cycle", setter("pe.gemm.weight_rows_per_cycle", 0),
+     "pe.gemm.weight_rows_per_cycle", "must be >= 1, got 0"),
+    ("weight_rows_beyond_array", setter("pe.gemm.weight_rows_per_cycle", 33),
+     "pe.gemm.weight_rows_per_cycle", "33 exceeds mac_rows = 32"),
+    ("double_buffering_not_boolean", setter("pe.gemm.double_buffered_weights", "yes"),
+     "pe.gemm.double_buffered_weights", "expected boolean, got string"),
+    ("missing_fold_pipelining", deleter("pe.gemm.pipelined_folds"), "pe.gemm.pipelined_folds",
+     "missing required key"),
+    ("unknown_array_setting", setter("pe.gemm.weight_bus_bits", 512), "pe.gemm.weight_bus_bits",
+     "unknown key (allowed: double_buffered_weights, mac_cols, mac_rows, pipelined_folds, "
+     "weight_rows_per_cycle)"),
+    ("unknown_sharing_policy", setter("fabric.sharing", "round_robin"), "fabric.sharing",
+     "must be one of: fair, fifo"),
 ]
 
 

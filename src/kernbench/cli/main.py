@@ -20,6 +20,7 @@ from kernbench.cli import (
     bench_cmd,
     capacity_cmd,
     experiments_cmd,
+    gemm_cmd,
     job_cmd,
     probe_cmd,
     topology_cmd,
@@ -32,8 +33,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kernbench", description="KernBench accelerator simulator")
     parser.add_argument("--version", action="version", version=f"kernbench {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    for module in (bench_cmd, probe_cmd, topology_cmd, job_cmd, experiments_cmd, allreduce_cmd,
-                   attention_cmd, capacity_cmd, web_cmd):
+    for module in (bench_cmd, probe_cmd, topology_cmd, job_cmd, experiments_cmd, gemm_cmd,
+                   allreduce_cmd, attention_cmd, capacity_cmd, web_cmd):
         module.add_parser(sub)
     return parser
 

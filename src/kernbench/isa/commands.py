@@ -141,6 +141,7 @@ class GemmCmd(PeCommand):
     b: TensorHandle
     out: TensorHandle
     accumulate: bool = False  # out += a @ b
+    stationary: str = "b"  # operand the array holds: "b" (weights), "a", or "auto" (cheaper)
 
     @property
     def logical_bytes(self) -> int:

@@ -12,7 +12,7 @@ def hardware_rows(graph: TopologyGraph) -> list[tuple[str, str, str, str]]:
     """(component, parameter, value with unit, source key path) for the table."""
     s, mesh = graph.spec, graph.mesh
     pe = s.pe
-    macs = pe.mac_rows * pe.mac_cols
+    macs = pe.gemm.mac_rows * pe.gemm.mac_cols
     cost = PeCostModel.from_spec(s)
     return [
         ("System", "SIPs", f"{s.sips.count} ({s.sips.topology.replace('_', ' ')}, "
@@ -21,6 +21,7 @@ def hardware_rows(graph: TopologyGraph) -> list[tuple[str, str, str, str]]:
         ("System", "PCIe switch latency", f"{s.switch_overhead_ns:g} ns", "system.switch.overhead_ns"),
         ("System", "Inter-SIP link", f"{s.sips.link.bw_gbs:g} GB/s, {s.sips.link_overhead_ns:g} ns",
          "system.sips.link.bw_gbs"),
+        ("System", "Link sharing", s.sharing, "fabric.sharing"),
         ("SIP", "CUBE mesh", f"{s.cube_w}x{s.cube_h}", "sip.cube_mesh"),
         ("SIP", "UCIe per connection", f"{s.ucie.bw_gbs:g} GB/s x {s.geometry.n_connections} per side",
          "sip.ucie.bw_gbs"),
@@ -41,8 +42,16 @@ def hardware_rows(graph: TopologyGraph) -> list[tuple[str, str, str, str]]:
         ("CUBE", "SRAM", f"{s.sram_bytes / 2**20:g} MiB, {s.sram_port_bw_gbs:g} GB/s", "cube.sram.size_mb"),
         ("PE", "Count per CUBE", f"{s.pes_per_cube}", "cube.pe_layout.corners"),
         ("PE", "Clock", f"{pe.clock_ghz:g} GHz", "pe.clock_ghz"),
-        ("PE", "GEMM array", f"{pe.mac_rows}x{pe.mac_cols} MAC = "
+        ("PE", "GEMM array", f"{pe.gemm.mac_rows}x{pe.gemm.mac_cols} MAC = "
                              f"{2 * macs * pe.clock_ghz / 1000:g} TFLOP/s", "pe.gemm.mac_rows"),
+        ("PE", "GEMM weight load", f"{pe.gemm.weight_rows_per_cycle} row(s)/cycle",
+         "pe.gemm.weight_rows_per_cycle"),
+        ("PE", "GEMM weight registers",
+         "double-buffered" if pe.gemm.double_buffered_weights else "single",
+         "pe.gemm.double_buffered_weights"),
+        ("PE", "GEMM weight blocks",
+         "pipelined" if pe.gemm.pipelined_folds else "fill and skew each",
+         "pe.gemm.pipelined_folds"),
         ("PE", "Vector unit", f"{pe.vector_width} lanes", "pe.math.vector_width"),
         ("PE", "TCM", f"{pe.tcm_bytes / 2**20:g} MiB, {pe.tcm_port_bw_gbs:g} GB/s",
          "pe.tcm.size_kb"),

@@ -13,7 +13,7 @@ def platform_values(graph: TopologyGraph, title: str) -> dict[str, Value]:
     s = graph.spec
     pe = s.pe
     cost = PeCostModel.from_spec(s)
-    macs = pe.mac_rows * pe.mac_cols
+    macs = pe.gemm.mac_rows * pe.gemm.mac_cols
     return {
         "title": text(title),
         "version": text(__version__),
@@ -32,11 +32,17 @@ def platform_values(graph: TopologyGraph, title: str) -> dict[str, Value]:
         "hw/uciebw": num(s.ucie.bw_gbs, 0),
         "hw/grid": dims(graph.mesh.n_rows, graph.mesh.n_cols),
         "hw/clock": num(pe.clock_ghz, 1),
-        "hw/macrows": count(pe.mac_rows),
-        "hw/maccols": count(pe.mac_cols),
+        "hw/macrows": count(pe.gemm.mac_rows),
+        "hw/maccols": count(pe.gemm.mac_cols),
         "hw/macs": count(macs),
         "hw/petflops": g(round(2 * macs * pe.clock_ghz / 1000, 3)),
-        "hw/fillcycles": count(pe.mac_rows + pe.mac_cols),
+        "hw/fillcycles": count(pe.gemm.mac_rows + pe.gemm.mac_cols),
+        "hw/weightrows": count(pe.gemm.weight_rows_per_cycle),
+        "hw/weightload": count(-(-pe.gemm.mac_rows // pe.gemm.weight_rows_per_cycle)),
+        "hw/doublebuffered": text("double-buffered" if pe.gemm.double_buffered_weights
+                                  else "single-buffered"),
+        "hw/pipelined": text("pipelined" if pe.gemm.pipelined_folds else "not pipelined"),
+        "hw/sharing": text(s.sharing),
         "hw/gemmns": num(pe.overhead_ns["pe_gemm"], 1),
         "hw/tile/m": count(pe.tile_m),
         "hw/tile/k": count(pe.tile_k),

@@ -89,6 +89,18 @@ class HbmSpec:
 
 
 @dataclass(frozen=True)
+class GemmArraySpec:
+    """The weight-stationary MAC array as stated hardware (docs/topology-format.md): its
+    size, how fast weights load, and what overlaps between weight blocks (folds)."""
+
+    mac_rows: int  # rows hold the reduction (k) dimension of a weight block
+    mac_cols: int  # columns hold the output (n) dimension
+    weight_rows_per_cycle: int  # weight rows loaded per cycle, 1 .. mac_rows
+    double_buffered_weights: bool  # the next block loads while this one computes
+    pipelined_folds: bool  # the next block's inputs follow without a new fill and skew
+
+
+@dataclass(frozen=True)
 class PeSpec:
     clock_ghz: float
     overhead_ns: dict[str, float]
@@ -97,8 +109,7 @@ class PeSpec:
     tcm_bytes: int
     tcm_port_bw_gbs: float
     tcm_reserved_bytes: int
-    mac_rows: int
-    mac_cols: int
+    gemm: GemmArraySpec
     vector_width: int
     page_size: int
     kernel_scratch_bytes: int
@@ -137,6 +148,7 @@ class TopologySpec:
     sram_port_bw_gbs: float
     sram_overhead_ns: float
     pe: PeSpec
+    sharing: str  # how concurrent transfers share a link or an HBM slice: "fair" or "fifo"
     emit_views: tuple[str, ...]
 
     @property
@@ -249,6 +261,11 @@ def _check_semantics(d: dict, src: str) -> None:
         raise ConfigError(src, "pe.scheduler.max_inflight_tiles",
                           f"{sch['max_inflight_tiles']} tiles of {tile_bytes} bytes do not fit in "
                           f"scheduler_reserved_kb = {tcm['scheduler_reserved_kb']}")
+    gemm = d["pe"]["gemm"]
+    if gemm["weight_rows_per_cycle"] > gemm["mac_rows"]:
+        raise ConfigError(src, "pe.gemm.weight_rows_per_cycle",
+                          f"{gemm['weight_rows_per_cycle']} exceeds mac_rows = {gemm['mac_rows']} "
+                          f"(a weight block has only that many rows to load)")
     ps = d["pe"]["mmu"]["page_size"]
     if ps & (ps - 1):
         raise ConfigError(src, "pe.mmu.page_size", f"must be a power of two, got {ps}")
@@ -333,8 +350,13 @@ def _freeze(d: dict, path: Path, chain: tuple[Path, ...]) -> TopologySpec:
             tcm_bytes=kb_to_bytes(pe["tcm"]["size_kb"]),
             tcm_port_bw_gbs=float(pe["tcm"]["port_bw_gbs"]),
             tcm_reserved_bytes=kb_to_bytes(pe["tcm"]["scheduler_reserved_kb"]),
-            mac_rows=int(pe["gemm"]["mac_rows"]),
-            mac_cols=int(pe["gemm"]["mac_cols"]),
+            gemm=GemmArraySpec(
+                mac_rows=int(pe["gemm"]["mac_rows"]),
+                mac_cols=int(pe["gemm"]["mac_cols"]),
+                weight_rows_per_cycle=int(pe["gemm"]["weight_rows_per_cycle"]),
+                double_buffered_weights=bool(pe["gemm"]["double_buffered_weights"]),
+                pipelined_folds=bool(pe["gemm"]["pipelined_folds"]),
+            ),
             vector_width=int(pe["math"]["vector_width"]),
             page_size=int(pe["mmu"]["page_size"]),
             kernel_scratch_bytes=kb_to_bytes(pe["tcm"]["kernel_scratch_kb"]),
@@ -343,5 +365,6 @@ def _freeze(d: dict, path: Path, chain: tuple[Path, ...]) -> TopologySpec:
             tile_n=int(pe["scheduler"]["tile_n"]),
             max_inflight_tiles=int(pe["scheduler"]["max_inflight_tiles"]),
         ),
+        sharing=d["fabric"]["sharing"],
         emit_views=tuple(d.get("visualization", {}).get("emit_views", ["system", "sip", "cube"])),
     )

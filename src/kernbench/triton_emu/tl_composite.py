@@ -21,6 +21,13 @@ EPILOGUE_OPS = {"bias": ("bias",), "scale": ("factor",), "add": ("other",), "rel
                 "gelu": (), "silu": ()}
 _SCOPES = {"k_tile": Scope.K_TILE, "output_tile": Scope.OUTPUT_TILE, "kernel": Scope.KERNEL}
 _TENSOR_FIELDS = {"bias", "other"}  # epilogue fields that name tensors; the rest are numbers
+STATIONARY = ("b", "a", "auto")  # the MAC array holds B (weights), A, or the cheaper of the two
+
+
+def check_stationary(verb: str, stationary) -> None:
+    if stationary not in STATIONARY:
+        raise KernelMisuse(f"{verb}: stationary must be one of {', '.join(STATIONARY)}, "
+                           f"got {stationary!r}")
 
 
 class CompositeMixin:
@@ -29,9 +36,12 @@ class CompositeMixin:
                   out_ptr: int | None = None, math_op: str | None = None,
                   epilogue: Sequence[dict | OpSpec] | None = None,
                   prologue: Sequence[dict] | None = None, acc_dtype: str = "f32",
-                  out_dtype: str | None = None, tile_shape: tuple[int, int, int] | None = None
-                  ) -> TensorHandle:
-        """Issue a tiled composite and return its output handle (non-blocking)."""
+                  out_dtype: str | None = None, tile_shape: tuple[int, int, int] | None = None,
+                  stationary: str = "b") -> TensorHandle:
+        """Issue a tiled composite and return its output handle (non-blocking).
+        ``stationary``: the operand the MAC array holds in each GEMM supertile ("b",
+        "a" or "auto": the scheduler takes the cheaper one per supertile)."""
+        check_stationary("tl.composite", stationary)
         pro_ops: list[OpSpec] = []
         rw: list[TensorHandle] = []
         primary = None
@@ -56,7 +66,10 @@ class CompositeMixin:
                 raise KernelMisuse(f"composite gemm shapes do not chain: {a.shape} x {b.shape}")
             M, K, N = a.shape[0], a.shape[1], b.shape[1]
             out = self._composite_out(out, out_ptr, (M, N), out_dtype or acc_dtype)
-            head = OpSpec("gemm", Scope.KERNEL, {"a": a, "b": b}, {"m": M, "k": K, "n": N}, out)
+            extra = {"m": M, "k": K, "n": N}
+            if stationary != "b":  # a descriptor flag; the default costs no byte
+                extra["stationary"] = stationary
+            head = OpSpec("gemm", Scope.KERNEL, {"a": a, "b": b}, extra, out)
         elif op == "math":
             if math_op not in ALL_MATH_OPS or math_op not in UNARY:
                 raise KernelMisuse(f"composite math_op must be an elementwise unary op "

@@ -39,7 +39,7 @@ from kernbench.isa.commands import (
 )
 from kernbench.isa.dtypes import DTYPE_NAMES, dtype_bytes, np_dtype
 from kernbench.isa.handles import Completion, TensorHandle
-from kernbench.triton_emu.tl_composite import CompositeMixin
+from kernbench.triton_emu.tl_composite import CompositeMixin, check_stationary
 
 ALIGN = 64
 _FLOATS = ("f16", "bf16", "f32")
@@ -222,8 +222,11 @@ class TLContext(CompositeMixin):
 
     # -- compute -------------------------------------------------------------------
     def dot(self, a: TensorHandle, b: TensorHandle, acc: TensorHandle | None = None,
-            out_dtype: str = "f32") -> TensorHandle:
+            out_dtype: str = "f32", stationary: str = "b") -> TensorHandle:
+        """``a @ b`` (+ ``acc``) on the MAC array; ``stationary`` names the operand the
+        array holds: "b" (weights, the default), "a", or "auto" (the cheaper one)."""
         self._check(a, b, *(h for h in (acc,) if h is not None))
+        check_stationary("tl.dot", stationary)
         for h in (a, b):
             if h.space != "tcm":
                 raise KernelMisuse(f"tl.dot operands must be in TCM (tl.load them first), got {h}")
@@ -233,7 +236,7 @@ class TLContext(CompositeMixin):
         if acc is not None and (acc.shape != shape or acc.space != "tcm"):
             raise KernelMisuse(f"tl.dot acc must be a TCM tensor of shape {shape}, got {acc}")
         out = acc if acc is not None else self._alloc(shape, out_dtype)
-        comp = self._emit(GemmCmd(a, b, out, accumulate=acc is not None))
+        comp = self._emit(GemmCmd(a, b, out, accumulate=acc is not None, stationary=stationary))
         self._block(comp)
         out.pending = comp
         return out

@@ -281,6 +281,7 @@ class CompositeFeeder:
                                 [(ready + c[0], *c[1:]) for c in plan.commits], (plan.tk,))
             return ready + plan.end
         M = head.extra["m"]
+        held = head.extra.get("stationary", "b")
         tiles, (tm, tk, _), budget = self.planner.gemm_tiles(head, cmd.tile_shape)
         fs, gemm, dma = pe.fetch_store, pe.gemm, pe.dma
         slots: list[float] = []
@@ -329,7 +330,7 @@ class CompositeFeeder:
             # k steps of one output tile follow each other through the array; their
             # partial sums drain into the accumulators without waiting for the fill
             g0, g_free, g_done = gemm.run(max(f1, acc_free.get(tile.ni, 0.0)),
-                                          tile.m, tile.k, tile.n, now)
+                                          tile.m, tile.k, tile.n, now, held)
             first_gemm = g0 if first_gemm is None else first_gemm
             acc_free[tile.ni] = g_free
             self.ops.log(f0, f1, "pe_fetch_store", "memory", "TileToken/FETCH", "FETCH")

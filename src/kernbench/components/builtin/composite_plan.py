@@ -91,7 +91,8 @@ class Planner:
         were planned before."""
         head = ops[g]
         a, b, out = head.operands["a"], head.operands["b"], head.out
-        key = (g, tile_shape, head.extra["m"], head.extra["k"], head.extra["n"], a.dtype,
+        key = (g, tile_shape, head.extra["m"], head.extra["k"], head.extra["n"],
+               head.extra.get("stationary", "b"), a.dtype,
                b.dtype, out.dtype, tuple(
                    (op.kind, op.scope,
                     chain_bytes(op, out if i > g else None) if op.scope is Scope.KERNEL else None)
@@ -139,6 +140,7 @@ class Planner:
         k_epi, o_epi = tile_epilogues(ops, g)
         tiles, (_, tk, _), _ = self.gemm_tiles(head, tile_shape)
         fill = gemm.fill_ns
+        held = head.extra.get("stationary", "b")
         acc_free: dict[int, float] = {}
         acc_done: dict[int, float] = {}
         end = gemm_at
@@ -148,7 +150,7 @@ class Planner:
             _, f1 = book(FETCH, gemm_at, (tile.m * tile.k * bpe_a + tile.k * tile.n * bpe_b)
                          / port, "TileToken/FETCH")
             g0, g1 = book(GEMM, max(f1, acc_free.get(tile.ni, 0.0)),
-                          gemm.service_ns(tile.m, tile.k, tile.n), "TileToken/GEMM")
+                          gemm.service_ns(tile.m, tile.k, tile.n, held), "TileToken/GEMM")
             if first_gemm is None:
                 first_gemm = g0
             acc_free[tile.ni] = g1

@@ -1,21 +1,17 @@
-"""PE_GEMM: a weight-stationary MAC array of ``rows x cols`` at the PE clock.
+"""PE_GEMM: a weight-stationary MAC array of ``mac_rows x mac_cols`` at the PE clock.
 
-An (m, k, n) product is split into ceil(k/rows) x ceil(n/cols) weight blocks;
-each block holds its weights while the m rows of the streaming operand pass
-through, one row per cycle, so a block costs m cycles (at least one). With
-double-buffered weight registers, weight loading overlaps the previous block
-(its bandwidth is the FETCH stage's job). A result leaves the array after a
-pipeline fill of rows + cols cycles, which delays the result but does not
-occupy the array (docs/adr/0008-pe-pipeline-timing.md). The unit executes
-``tl.dot`` (``GemmCmd``).
+How long a product occupies the array, and when its result leaves it, comes
+from the array's stated hardware (``gemm_array``: weight-load rate, weight
+double buffering, fold pipelining; docs/adr/0032-gemm-array-as-hardware.md).
+The drain after the array frees delays the result but does not occupy the
+array. The unit executes ``tl.dot`` (``GemmCmd``).
 """
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
+from kernbench.components.builtin import gemm_array
 from kernbench.components.builtin.dispatch import executes
 from kernbench.components.builtin.engine import Engine
 from kernbench.components.builtin.pe_ops import ready_at
@@ -23,28 +19,29 @@ from kernbench.isa.commands import GemmCmd
 from kernbench.isa.handles import Completion
 
 
-def gemm_cycles(m: int, k: int, n: int, rows: int, cols: int) -> int:
-    return math.ceil(k / rows) * math.ceil(n / cols) * max(m, 1)
-
-
 class GemmEngine(Engine):
-    __slots__ = ("rows", "cols", "clock_ghz")
+    __slots__ = ("array", "clock_ghz", "fill_ns", "_busy")
 
-    def __init__(self, node_id: str, overhead_ns: float, rows: int, cols: int,
-                 clock_ghz: float) -> None:
+    def __init__(self, node_id: str, overhead_ns: float, array, clock_ghz: float) -> None:
         super().__init__(node_id, overhead_ns)
-        self.rows, self.cols, self.clock_ghz = rows, cols, clock_ghz
+        self.array, self.clock_ghz = array, clock_ghz
+        self.fill_ns = gemm_array.drain_cycles(array) / clock_ghz
+        self._busy: dict[tuple, float] = {}  # (m, k, n, stationary) -> ns; shapes repeat
 
-    def service_ns(self, m: int, k: int, n: int) -> float:
-        return gemm_cycles(m, k, n, self.rows, self.cols) / self.clock_ghz
+    def cycles(self, m: int, k: int, n: int, stationary: str = "b") -> int:
+        return gemm_array.busy_cycles(m, k, n, self.array, stationary)
 
-    @property
-    def fill_ns(self) -> float:
-        return (self.rows + self.cols) / self.clock_ghz
+    def service_ns(self, m: int, k: int, n: int, stationary: str = "b") -> float:
+        key = (m, k, n, stationary)
+        ns = self._busy.get(key)
+        if ns is None:
+            ns = self._busy[key] = self.cycles(m, k, n, stationary) / self.clock_ghz
+        return ns
 
-    def run(self, ready: float, m: int, k: int, n: int, now: float) -> tuple[float, float, float]:
+    def run(self, ready: float, m: int, k: int, n: int, now: float,
+            stationary: str = "b") -> tuple[float, float, float]:
         """(start, free_at, result_at): the array frees before the result drains out."""
-        start, free_at = self.book(ready, self.service_ns(m, k, n), now)
+        start, free_at = self.book(ready, self.service_ns(m, k, n, stationary), now)
         return start, free_at, free_at + self.fill_ns
 
 
@@ -59,10 +56,13 @@ def execute_gemm(pe, cmd: GemmCmd, t_issue: float, deps) -> Completion:
     n = b.shape[1]
     in_bytes = a.nbytes + b.nbytes + (out.nbytes if cmd.accumulate else 0)
     gemm = pe.gemm
+    held = gemm_array.resolve(m, k, n, gemm.array, cmd.stationary)
+    params = {"m": m, "k": k, "n": n, "accumulate": cmd.accumulate}
+    if held != "b":
+        params["stationary"] = held
     start, end = ops.compute_chain(
-        ready, in_bytes, out.nbytes, lambda r: gemm.run(r, m, k, n, ops.now),
-        f"gemm_{a.dtype}", "gemm", {"m": m, "k": k, "n": n, "accumulate": cmd.accumulate},
-        "GEMM")
+        ready, in_bytes, out.nbytes, lambda r: gemm.run(r, m, k, n, ops.now, held),
+        f"gemm_{a.dtype}", "gemm", params, "GEMM")
     if pe.data is not None:
         box = {}
 

@@ -35,8 +35,7 @@ class PeUnit:
         self.dma = PeDma(sip, cube, pe, self.ids["pe_dma"], ovh["pe_dma"], self.mmu, services)
         self.fetch_store = FetchStore(self.ids["pe_fetch_store"], ovh["pe_fetch_store"],
                                       p.tcm_port_bw_gbs)
-        self.gemm = GemmEngine(self.ids["pe_gemm"], ovh["pe_gemm"], p.mac_rows, p.mac_cols,
-                               p.clock_ghz)
+        self.gemm = GemmEngine(self.ids["pe_gemm"], ovh["pe_gemm"], p.gemm, p.clock_ghz)
         self.math = MathEngine(self.ids["pe_math"], ovh["pe_math"], p.vector_width, p.clock_ghz)
         self.scheduler = PeScheduler(self)
         self.cpu = PeCpu(self)

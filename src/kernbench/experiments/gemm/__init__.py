@@ -75,7 +75,7 @@ def run(graph: TopologyGraph, workload: dict, variant: dict) -> dict:
     stage_ns = {s: sum(busy.get(u.prefix, {}).get(s, 0.0) for u in units) / pes for s in STAGES}
     roof = gemm_roofline(spec, M, K, N // pes)
     tile = supertile((spec.pe.tile_m, spec.pe.tile_k, spec.pe.tile_n), K, N // pes)
-    peak_macs_per_ns = spec.pe.mac_rows * spec.pe.mac_cols * spec.pe.clock_ghz * pes
+    peak_macs_per_ns = spec.pe.gemm.mac_rows * spec.pe.gemm.mac_cols * spec.pe.clock_ghz * pes
     util = 100.0 * M * K * N / (kernel_ns * peak_macs_per_ns)
     cycles = sum(u.cpu.dispatch_cycles for u in units) / pes
     commands = sum(u.cpu.commands for u in units) / pes

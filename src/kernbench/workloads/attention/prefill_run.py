@@ -92,7 +92,7 @@ def _compute_busy(engine, coord) -> list[tuple[float, float]]:
 def overlap_rows(spec) -> float:
     """c = F / B: per-PE peak FLOP/s over the ring hop's bandwidth (UCIe or NoC link,
     the slower), the query rows per block above which a tile's math outlasts its hop."""
-    flops = 2 * spec.pe.mac_rows * spec.pe.mac_cols * spec.pe.clock_ghz  # FLOP/ns
+    flops = 2 * spec.pe.gemm.mac_rows * spec.pe.gemm.mac_cols * spec.pe.clock_ghz  # FLOP/ns
     return flops / min(spec.ucie.bw_gbs, spec.noc_link_bw_gbs)
 
 
@@ -285,10 +285,10 @@ def run_prefill(graph, context: int, *, users: int = 1, C: int = 8, P: int = 8,
               "hops_per_pe": counts.get("ipcq_copy", 0) / len(coords),
               "hop_ns": 2 * d * tile * F16 / min(spec.ucie.bw_gbs, spec.noc_link_bw_gbs),
               "step_compute_ns": 4 * hpc * q_rows * tile * d
-              / (2 * spec.pe.mac_rows * spec.pe.mac_cols * spec.pe.clock_ghz)}
+              / (2 * spec.pe.gemm.mac_rows * spec.pe.gemm.mac_cols * spec.pe.clock_ghz)}
     pairs = S * (S + 1) // 2 if causal else S * S
     flops = 4 * d * pairs * shape.heads * G * users
-    peak = len(coords) * 2 * spec.pe.mac_rows * spec.pe.mac_cols * spec.pe.clock_ghz  # FLOP/ns
+    peak = len(coords) * 2 * spec.pe.gemm.mac_rows * spec.pe.gemm.mac_cols * spec.pe.clock_ghz  # FLOP/ns
     params = {"C": C, "P": P, "q_rows": q_rows, "tile": tile, "fused": fused, "causal": causal,
               "tile_shape": list(tile_shape) if tile_shape else None, "G": G, "d": d,
               "heads": shape.heads, "flops": flops}

@@ -431,7 +431,7 @@ def _bound(spec, phase: str, work: dict, pes: int) -> tuple[float, str]:
     if phase == "decode":
         return work["kv_bytes"] / (pes * spec.slice_bw_gbs), "kv_bandwidth"
     pe = spec.pe
-    return work["flops"] / (pes * 2 * pe.mac_rows * pe.mac_cols * pe.clock_ghz), "compute"
+    return work["flops"] / (pes * 2 * pe.gemm.mac_rows * pe.gemm.mac_cols * pe.clock_ghz), "compute"
 
 
 # -- entry point ----------------------------------------------------------------------------

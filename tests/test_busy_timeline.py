@@ -122,3 +122,72 @@ def test_extend_refuses_runs_before_the_last_booking():
     t.reserve(0.0, 10.0)
     with pytest.raises(ValueError, match="overlaps"):
         t.extend([5.0], [6.0], 1.0)
+
+
+# -- the one booking fast path against a plain reference --------------------------------------
+class PlainTimeline:
+    """The obvious implementation: keep every interval, take the earliest start at or
+    after t that overlaps none of them."""
+
+    def __init__(self) -> None:
+        self.intervals: list[tuple[float, float]] = []
+
+    def book(self, t: float, d: float) -> float:
+        s = t
+        moved = True
+        while moved:
+            moved = False
+            for a, b in self.intervals:
+                if s < b and a < s + d:
+                    s, moved = b, True
+        self.intervals.append((s, s + d))
+        return s
+
+
+_history = st.lists(st.tuples(st.integers(0, 3), st.integers(0, 8), st.integers(1, 6)),
+                    min_size=1, max_size=60)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_history)
+def test_book_equals_the_plain_reference_on_random_histories(steps):
+    """``BusyTimeline.book`` (the fast path the fabric and IPCQ use, once) drops what is
+    over and appends in O(1); on any history it starts every booking where the plain
+    implementation does. Bookings never start before the current time, as in the engine."""
+    fast, plain = BusyTimeline(), PlainTimeline()
+    now = 0.0
+    for advance, ahead, d in steps:
+        now += advance
+        t = now + ahead
+        assert fast.book(float(t), float(d), now) == plain.book(float(t), float(d))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 3), st.integers(1, 6)),
+                min_size=1, max_size=25))
+def test_fabric_booking_equals_a_plain_hop_by_hop_reference(default_graph, transfers):
+    """``Fabric.book`` over a real route equals walking the route with plain timelines:
+    the head pays each node, waits for each link, the tail follows by the bottleneck."""
+    from kernbench.components.fabric import Fabric
+    from kernbench.sim_engine import GraphEngine
+
+    flows = GraphEngine(default_graph).flows
+    fabric = Fabric(default_graph)
+    # three PE-to-PE routes that share links: two into one PE, one across the mesh
+    plans = [fabric.plan(flows.pe_message(a, b, 1).legs[0].nodes)
+             for a, b in (((0, 0, 0), (0, 1, 0)), ((0, 0, 1), (0, 1, 0)),
+                          ((0, 0, 2), (0, 5, 3)))]
+    plain = {}
+    now = 0.0
+    for advance, which, kib in transfers:
+        now += advance * 10.0
+        plan = plans[which % 3]
+        nbytes = kib * 1024
+        t = now
+        ref = t + plan.overheads[0]
+        for (ovh, _, bw, wire), a, b in zip(plan.steps, plan.nodes, plan.nodes[1:],
+                                            strict=False):
+            ref += ovh
+            ref = plain.setdefault((a, b), PlainTimeline()).book(ref, nbytes / bw) + wire
+        ref += plan.overheads[-1] + nbytes / plan.bottleneck_gbs
+        assert fabric.book(plan, nbytes, t, now)[0] == ref

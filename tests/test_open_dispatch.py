@@ -1,6 +1,6 @@
 """Open command dispatch: a new command and the unit that runs it are one file, and a
 command may complete at a time its unit only learns later (a receive waiting for
-another PE). The PE-to-PE network interface carries the messages."""
+another PE). The transport (send / receive with a mailbox) carries the messages."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from kernbench.isa.commands import MOVE_BYTES, PeCommand
 from kernbench.isa.handles import Completion, TensorHandle
 from kernbench.runtime_api import RuntimeContext
 from kernbench.sim_engine import GraphEngine
+from kernbench.topology.naming import pe_prefix
 
 # -- a toy pair of commands and their executor, as a plugin would write them ----------------
 
@@ -56,23 +57,26 @@ def _coord(pe):
 def run_send(pe, cmd: ToySend, t_issue: float, deps) -> Completion:
     t = pe.scheduler.accept(t_issue, deps)
     payload = pe.scheduler.ops.read(cmd.src) if pe.data is not None else None
-    return pe.network.send(_coord(pe), cmd.to, cmd.src.nbytes, at=t, payload=payload)
+    flow = pe.services.flows.pe_message(_coord(pe), cmd.to, cmd.src.nbytes)
+    sent = pe.network.send(flow, t, "ipcq", mailbox=("toy", _coord(pe), cmd.to),
+                           payload=payload)
+    sent.then(lambda c: pe.op_log.record(t, c.done_at, pe.ids["pe_ipcq"], "memory",
+                                         "pe_message", {"nbytes": cmd.src.nbytes}))
+    return sent
 
 
 @executes(ToyRecv)
 def run_recv(pe, cmd: ToyRecv, t_issue: float, deps) -> Completion:
-    comp = pe.network.receive(_coord(pe), cmd.frm)
+    comp = pe.network.receive(("toy", cmd.frm, _coord(pe)),
+                              f"a message from {pe_prefix(*cmd.frm)}")
     done = Completion(event=pe.env.event(), label=comp.label)
 
-    def arrived(_ev=None):
+    def arrived(got: Completion) -> None:
         if pe.data is not None:
-            pe.data.write(cmd.dst, comp.value, pe.mmu)
+            pe.data.write(cmd.dst, got.value, pe.mmu)
         done.complete(pe.env.now)
 
-    if comp.done_at is None:
-        comp.event.callbacks.append(arrived)
-    else:
-        pe.network.schedule(max(comp.done_at, pe.env.now), arrived)
+    comp.then(arrived)
     return done
 
 
@@ -129,10 +133,12 @@ def test_a_receive_completes_when_the_message_arrives(small_graph):
     eng.run(eng.env.all_of(procs))
     message = next(r for r in eng.op_log.records if r.op_name == "pe_message")
     assert message.component_id == "sip0.cube0.pe0.pe_ipcq"
-    # the message took the fabric's time for that route and size
+    # the message took the fabric's time for that route and size, alone: its overheads,
+    # wires and bytes over the slowest link
     flow = eng.flows.pe_message(a, b, 8 * 16 * 4)
+    plan = eng.fabric.plan(flow.legs[0].nodes)
     assert message.t_end - message.t_start == pytest.approx(
-        GraphEngine(small_graph).book_flow(flow, 0.0), rel=1e-12)
+        plan.overhead_ns + plan.wire_ns + flow.nbytes / plan.bottleneck_gbs, rel=1e-12)
     # the consumer's add started only after the message had arrived
     adds = [r for r in eng.op_log.records
             if r.op_name == "add" and r.component_id.startswith("sip0.cube1.pe2")]

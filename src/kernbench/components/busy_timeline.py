@@ -5,8 +5,9 @@ earliest interval of length ``d`` that starts at or after ``t`` and fits in a
 gap, so a transfer issued later but arriving earlier is not queued behind a
 booking that only starts in the future. Every booking starts at or after the
 current simulated time, so intervals that ended by then can never matter
-again: :meth:`book` (the fast path the fabric inlines) drops them whenever it
-books after everything held, and ``prune(now)`` drops them explicitly. A
+again: :meth:`book` (the one fast path: the fabric, IPCQ and the engines all
+book through it) drops them whenever it books after everything held, and
+``prune(now)`` drops them explicitly. A
 timeline therefore holds only what is still in flight, and a booking is O(1)
 unless it has to search a gap.
 

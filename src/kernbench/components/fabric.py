@@ -178,28 +178,11 @@ class Fabric:
         for ovh, tl, bw, wire in plan.steps:
             i += 1
             t += ovh
-            d = nbytes / bw
-            ends = tl.ends
-            # BusyTimeline.book's fast path, inlined: this loop runs once per hop
-            if ends and t >= ends[-1]:
-                last = ends[-1]
-                tl.busy_ns += d
-                if last <= now:  # all of it is over: keep only the new interval
-                    if len(ends) > 1:
-                        del tl.starts[:-1], ends[:-1]
-                    tl.starts[0] = t
-                    ends[0] = t + d
-                elif t == last:
-                    ends[-1] = t + d
-                else:
-                    tl.starts.append(t)
-                    ends.append(t + d)
-            else:
-                s = tl.book(t, d, now)
-                if s > t:
-                    wait += s - t
-                    t = s
-                    waited += ((i, t),)
+            s = tl.book(t, nbytes / bw, now)
+            if s > t:
+                wait += s - t
+                t = s
+                waited += ((i, t),)
             t += wire
         t += plan.overheads[-1]
         if hbm is not None and not hbm_at_start:  # a write: the slice serves last
@@ -260,44 +243,19 @@ class Fabric:
         for ovh, vc, bulk, bw, wire in route.steps:
             t += ovh
             d = nbytes / bw
-            e = vc.ends  # BusyTimeline.book's fast path, inlined (one pass per hop)
-            if e and t >= e[-1]:
-                last = e[-1]
-                vc.busy_ns += d
-                if last <= now:
-                    if len(e) > 1:
-                        del vc.starts[:-1], e[:-1]
-                    vc.starts[0] = t
-                    e[0] = t + d
-                elif t == last:
-                    e[-1] = t + d
-                else:
-                    vc.starts.append(t)
-                    e.append(t + d)
-            else:
-                t = vc.book(t, d, now)
-            e = bulk.ends  # bulk traffic yields the link for d at its next gap
-            if not e:
-                bulk.busy_ns += d
-                bulk.starts.append(t)
-                e.append(t + d)
-            elif t >= e[-1]:
-                last = e[-1]
-                bulk.busy_ns += d
-                if last <= now:
-                    if len(e) > 1:
-                        del bulk.starts[:-1], e[:-1]
-                    bulk.starts[0] = t
-                    e[0] = t + d
-                elif t == last:
-                    e[-1] = t + d
-                else:
-                    bulk.starts.append(t)
-                    e.append(t + d)
-            else:
-                bulk.book(t, d, now)
+            t = vc.book(t, d, now)
+            bulk.book(t, d, now)  # bulk traffic yields the link for d at its next gap
             t += wire
         return t + route.last_ns + nbytes / route.bottleneck_gbs
+
+    def carry(self, plan: RoutePlan, nbytes: int, vc: str = "bulk") -> None:
+        """Count ``nbytes`` on every link of ``plan`` for utilisation reports, without
+        booking it (fair sharing times transfers itself)."""
+        for (a, b), tl, bw in zip(zip(plan.nodes, plan.nodes[1:], strict=False), plan.timelines,
+                                  plan.bws, strict=True):
+            tl.busy_ns += nbytes / bw
+            if vc == "ipcq":
+                self._ipcq_timeline(a, b).busy_ns += nbytes / bw
 
     def _ipcq_timeline(self, src: str, dst: str) -> BusyTimeline:
         key = (src, dst)

@@ -1,9 +1,11 @@
 """The narrow interfaces between PE units and the engine that hosts them.
 
 PE units never import the engine: they receive an object with exactly these
-members (``GraphEngine`` provides them). Keeping the boundary this small is
-what lets IPCQ, collectives and a future network backend meet in one place
-(docs/adr/0013-open-command-dispatch.md).
+members (``GraphEngine`` provides them). All their traffic goes through one
+transport (``components/transport.py``): PE_DMA's bulk transfers, PE_IPCQ's
+messages and slot reads, with the virtual channel as an argument. Keeping the
+boundary this small is what lets collectives and a future network backend
+meet in one place (docs/adr/0034-one-transport.md).
 """
 
 from __future__ import annotations
@@ -17,12 +19,13 @@ PeCoord = tuple[int, int, int]  # (sip, cube, pe)
 
 
 class PeNetwork(Protocol):
-    """PE-to-PE traffic, in the spirit of a system/network boundary.
+    """Bytes over the modelled fabric, in the spirit of a system/network boundary.
 
-    ``send`` moves ``nbytes`` from one PE's TCM to another's over the modelled
-    fabric; ``receive`` returns a completion that the network signals when a
-    matching message has arrived (possibly long after the call). Messages
-    between the same (src, dst, tag) arrive in send order.
+    ``send`` moves a flow (``FlowBuilder`` builds them) from a start time on a
+    virtual channel ("bulk" or "ipcq") and returns its completion: known at once
+    or pending, depending on the topology's link sharing. With a ``mailbox`` the
+    payload is delivered there in send order and ``receive(mailbox)`` completes
+    with it.
     """
 
     def now(self) -> float: ...
@@ -30,13 +33,16 @@ class PeNetwork(Protocol):
     def schedule(self, t: float, fn: Callable[[], None]) -> None:
         """Run ``fn()`` at simulated time ``t`` (>= now)."""
 
-    def send(self, src: PeCoord, dst: PeCoord, nbytes: int, *, tag: Any = 0,
-             at: float | None = None, payload: Any = None) -> Completion:
-        """Inject a message at ``at`` (default now); completes when it has been delivered."""
+    def send(self, flow: Any, at: float, vc: str = "bulk", *, mailbox: Any = None,
+             payload: Any = None, on_arrival: Callable[[], None] | None = None,
+             timing: list | None = None) -> Completion:
+        """Move ``flow`` from ``at``; complete when its last byte has arrived."""
 
-    def receive(self, dst: PeCoord, src: PeCoord, *, tag: Any = 0) -> Completion:
-        """Completes (value = the payload) when the next message src -> dst with ``tag``
-        has arrived; its label names what it waits for (deadlock reports)."""
+    def receive(self, mailbox: Any, label: str = "") -> Completion:
+        """Complete (value = the payload) when the next message of ``mailbox`` is in."""
+
+    def latency(self, flow: Any, at: float) -> float:
+        """Arrival time of a flow that moves no bytes (a command, a credit)."""
 
 
 class PeServices(Protocol):
@@ -45,15 +51,6 @@ class PeServices(Protocol):
     env: Any  # the SimPy environment
     op_log: Any  # OpLogger: record(t0, t1, component, kind, name, params, stage)
     data: Any  # DataPlane in data mode, else None
-    flows: Any  # FlowBuilder: routes of DMA flows
+    flows: Any  # FlowBuilder: routes of DMA flows and IPCQ messages
     plans: dict  # composite plans by shape, shared by PEs of one ``pe`` section
-    network: PeNetwork
-
-    def book_flow(self, flow, start: float) -> float:
-        """Book a flow's fabric resources from ``start``; return its completion time."""
-
-    def ipcq_route(self, nodes: tuple[str, ...]) -> Any:
-        """The IPCQ virtual-channel booking plan of a route (a queue keeps its own)."""
-
-    def book_ipcq(self, route: Any, nbytes: int, start: float) -> float:
-        """Book an IPCQ message on ``route`` on the IPCQ virtual channel; return arrival."""
+    network: PeNetwork  # the transport

@@ -13,15 +13,18 @@ def numel(shape: tuple[int, ...]) -> int:
 
 
 class Completion:
-    """When an operation finishes: a known time, or an event the owning unit signals.
+    """When an operation finishes: a known time, or a signal from the owning unit.
 
-    Most PE work is timed analytically, so ``done_at`` is known at issue. Work
-    whose end depends on the future (a composite's tile pipeline, a receive
-    that waits for another PE) carries ``event`` until its unit calls
-    :meth:`complete` (or :meth:`fail`); ``done_at`` is filled in then.
+    Work timed when it is issued has ``done_at`` at once. Work whose end depends
+    on the future (a composite's tile pipeline, a receive that waits for another
+    PE, a transfer sharing links fairly) is pending until its unit calls
+    :meth:`complete` (or :meth:`fail`). Code that continues after it registers
+    :meth:`then`, which runs at once when the time is known; a kernel or a
+    process that must block yields :meth:`waitable`, a SimPy event made on
+    first need, so work nobody blocks on costs no event.
     """
 
-    __slots__ = ("done_at", "event", "label", "value")
+    __slots__ = ("done_at", "event", "label", "value", "_then")
 
     def __init__(self, done_at: float | None = None, event=None, label: str = "",
                  value=None) -> None:
@@ -29,16 +32,38 @@ class Completion:
         self.event = event
         self.label = label
         self.value = value  # what the work produced, if anything (e.g. a message payload)
+        self._then: list | None = None
 
     @property
     def known(self) -> bool:
         return self.done_at is not None
+
+    def then(self, fn) -> None:
+        """Call ``fn(self)`` when the work is done: now if it is, else at completion."""
+        if self.done_at is not None:
+            fn(self)
+        elif self._then is None:
+            self._then = [fn]
+        else:
+            self._then.append(fn)
+
+    def waitable(self, env):
+        """The event a blocked kernel or process yields on (made on first need)."""
+        if self.event is None:
+            self.event = env.event()
+            if self.done_at is not None:
+                self.event.succeed(self.done_at)
+        return self.event
 
     def complete(self, t: float, value=None) -> None:
         """Signal that the work finished at simulated time ``t``: the current time, or
         a later one already fixed (a waiter's clock then moves on to ``t``)."""
         self.done_at = t
         self.value = value
+        then, self._then = self._then, None
+        if then:
+            for fn in then:
+                fn(self)
         if self.event is not None:
             self.event.succeed(t)
 

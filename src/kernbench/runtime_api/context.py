@@ -278,7 +278,7 @@ class RuntimeContext:
                 cube, pe = s.cube, s.pe
                 m_cpu = eng.resolver.find_m_cpu(sip, cube)
                 pe_cpu = nm.pe_unit(sip, cube, pe, "pe_cpu")
-                arrive = eng.book_flow(eng.flows.command(nm.HOST, io_cpu, m_cpu, pe_cpu), now)
+                arrive = eng.transport.latency(eng.flows.command(nm.HOST, io_cpu, m_cpu, pe_cpu), now)
                 kargs = tuple(self._arg(a, sip, cube, pe, name) for a in args)
                 kkw = {k: self._arg(v, sip, cube, pe, name) for k, v in kwargs.items()}
                 scratch = self.system.allocator(sip, cube, pe).alloc_tcm(arena)
@@ -328,7 +328,7 @@ class RuntimeContext:
             m_cpu = eng.resolver.find_m_cpu(sip, cube)
             pe_cpu = nm.pe_unit(sip, cube, pe, "pe_cpu")
             back = eng.flows.command(pe_cpu, m_cpu, eng.resolver.find_io_cpu(sip), nm.HOST)
-            last = max(last, eng.book_flow(back, max(proc.value[1], eng.env.now)))
+            last = max(last, eng.transport.latency(back, max(proc.value[1], eng.env.now)))
         if last > eng.env.now:
             yield eng.env.timeout(last - eng.env.now)
         handle.done_ns = last

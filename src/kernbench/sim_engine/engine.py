@@ -1,7 +1,7 @@
 """``GraphEngine``: one simulation of one topology.
 
-Every flow is timed analytically by the fabric when it is submitted and
-completes through exactly one SimPy event, so events per transfer are O(1)
+Every flow goes through the transport (``components/transport.py``), which
+times it under the topology's link sharing with O(1) events per transfer
 whatever the route length. In data mode a flow reads its source bytes when it
 is issued and commits them at its destination when it completes. PEs are
 created on first use; the programs they run are attached from above (the
@@ -22,12 +22,12 @@ from kernbench.components.builtin.pe_cost_model import PeCostModel
 from kernbench.components.builtin.pe_unit import PeUnit
 from kernbench.components.fabric import Fabric, LegTiming
 from kernbench.components.flows import FlowBuilder, FlowSpec
+from kernbench.components.transport import Transport
 from kernbench.errors import SimulationError
 from kernbench.policy.address.phys_addr import PhysAddr, UnitType
 from kernbench.policy.routing import AddressResolver, PathRouter
 from kernbench.sim_engine.data_plane import DataPlane
 from kernbench.sim_engine.memory_store import MemoryStore
-from kernbench.sim_engine.network import FabricNetwork
 from kernbench.sim_engine.op_log import OpLogger
 from kernbench.topology.graph import TopologyGraph
 
@@ -165,7 +165,8 @@ class GraphEngine:
     flow builder and router, the op log, the memory store (data mode), the PE
     models and the PE-to-PE network. It knows nothing of kernels or tensors:
     programs attach themselves to PEs and register here for deadlock reports.
-    It also serves as the ``PeServices`` of every PE unit."""
+    It also serves as the ``PeServices`` of every PE unit: ``network`` is the
+    transport, the only way their bytes reach the fabric."""
 
     def __init__(self, graph: TopologyGraph, *, enable_data: bool = False,
                  env: simpy.Environment | None = None, router: PathRouter | None = None,
@@ -180,14 +181,14 @@ class GraphEngine:
             self.flows = FlowBuilder(self.resolver, router, graph.spec.hbm_slice_bytes)
         self.plans = shared.plans  # composite plans by shape (components/builtin/composite_plan)
         self.fabric = Fabric(graph)
+        self.network = self.transport = Transport(self.env, self.fabric, graph.spec.sharing)
         self.op_log = OpLogger(keep_records)
         self.store: MemoryStore | None = MemoryStore() if enable_data else None
         self.data: DataPlane | None = DataPlane(self.store, self.env) if enable_data else None
         self.cost_model = PeCostModel.from_spec(graph.spec)
         self._pes: dict[tuple[int, int, int], PeUnit] = {}
-        self.network = FabricNetwork(self)
         self.programs: list = []
-        self.submitted = 0  # flows handed to submit() (each completes by one event)
+        self.submitted = 0  # flows handed to submit()
 
     # -- PEs ---------------------------------------------------------------------
     def pe(self, sip: int, cube: int, pe: int) -> PeUnit:
@@ -208,49 +209,11 @@ class GraphEngine:
         ``waiting_on``) so a drained event queue can name what is blocked."""
         self.programs.append(program)
 
-    def book_flow(self, flow: FlowSpec, start: float) -> float:
-        """Book ``flow`` starting at ``start`` (>= now); returns its completion time."""
-        now = self.env.now
-        fabric = self.fabric
-        hbm = fabric.hbm
-        t = start
-        for _, nodes, nbytes, hbm_node, hbm_offset, at_start, continues in flow.legs:
-            t = fabric.book(fabric.plan(nodes), nbytes, t, now,
-                            hbm[hbm_node] if hbm_node else None, hbm_offset, at_start,
-                            continues)[0]
-        return t
-
-    def ipcq_route(self, nodes: tuple[str, ...]):
-        """The IPCQ virtual-channel booking plan of a route (``Fabric.ipcq_route``)."""
-        return self.fabric.ipcq_route(nodes)
-
-    def book_ipcq(self, route, nbytes: int, start: float) -> float:
-        """Book an IPCQ message (or a zero-byte credit) on ``route`` (from
-        :meth:`ipcq_route`) on the IPCQ virtual channel; returns its arrival time."""
-        return self.fabric.book_ipcq(route, nbytes, start, self.env.now)
-
     @property
     def now(self) -> float:
         return self.env.now
 
     # -- core ------------------------------------------------------------------
-    def time_flow(self, flow: FlowSpec, start: float | None = None) -> tuple[tuple, ...]:
-        """Book the flow's resources (legs back to back); per leg (plan, start, end,
-        wait, drain, bottleneck, waited hops)."""
-        now = self.env.now
-        t = now if start is None else start
-        fabric = self.fabric
-        hbm = fabric.hbm
-        timing = []
-        for _, nodes, nbytes, hbm_node, hbm_offset, at_start, continues in flow.legs:
-            plan = fabric.plan(nodes)
-            leg_start = t
-            t, wait, drain, bn, waited = fabric.book(
-                plan, nbytes, t, now, hbm[hbm_node] if hbm_node else None, hbm_offset,
-                at_start, continues)
-            timing.append((plan, leg_start, t, wait, drain, bn, waited))
-        return tuple(timing)
-
     def submit(self, flow: FlowSpec, *, src: tuple[str, int] | None = None,
                dst: tuple[str, int] | None = None, data: np.ndarray | None = None,
                op_name: str | None = None) -> simpy.Event:
@@ -260,21 +223,36 @@ class GraphEngine:
         and the bytes are written to ``dst`` (space, addr) at completion.
         """
         issue = self.env.now
-        timing = self.time_flow(flow)
-        done = timing[-1][2]
         payload = None
         if self.store is not None:
             if data is not None:
                 payload = np.ascontiguousarray(data).reshape(-1).view(np.uint8).copy()
             elif src is not None:
                 payload = self.store.read_bytes(src[0], src[1], flow.nbytes)
-        self.op_log.record(issue, done, flow.initiator, "memory", op_name or flow.kind,
-                           lambda: flow_params(flow, timing))
-        event = self.env.timeout(done - issue, FlowResult(flow, issue, done, timing, payload))
-        if payload is not None and dst is not None:
-            store = self.store
-            event.callbacks.append(lambda _ev: store.write(dst[0], dst[1], payload))
+        timing: list = []
+        comp = self.transport.send(flow, issue, timing=timing)
         self.submitted += 1
+        store = self.store if payload is not None and dst is not None else None
+
+        def record(done: float) -> FlowResult:
+            legs = tuple(timing)
+            self.op_log.record(issue, done, flow.initiator, "memory", op_name or flow.kind,
+                               lambda: flow_params(flow, legs))
+            return FlowResult(flow, issue, done, legs, payload)
+
+        if comp.done_at is not None:  # timed at once (fifo): one timeout carries it
+            event = self.env.timeout(comp.done_at - issue, record(comp.done_at))
+            if store is not None:
+                event.callbacks.append(lambda _ev: store.write(dst[0], dst[1], payload))
+            return event
+        event = self.env.event()
+
+        def arrived(c) -> None:
+            if store is not None:
+                store.write(dst[0], dst[1], payload)
+            event.succeed(record(c.done_at))
+
+        comp.then(arrived)
         return event
 
     def run(self, until: float | simpy.Event | None = None) -> None:

@@ -18,17 +18,18 @@ simulation events (docs/adr/0027-planned-composites.md, 0028).
 
 from __future__ import annotations
 
-import heapq
-
 import numpy as np
 
-from kernbench.components import numerics
 from kernbench.components.builtin.composite_plan import Planner, chain_bytes, tile_epilogues
+from kernbench.components.builtin.composite_values import (
+    epilogue_value,
+    gemm_value,
+    recipe_value,
+)
 from kernbench.components.builtin.dispatch import executes
-from kernbench.components.builtin.pe_ops import ready_at, view_va
-from kernbench.components.tiling import chunks
+from kernbench.components.builtin.pe_ops import ready_at
+from kernbench.components.builtin.tile_streams import GemmStream, MathStream
 from kernbench.isa.commands import CompositeCmd, OpSpec, Scope
-from kernbench.isa.dtypes import dtype_bytes
 from kernbench.isa.handles import Completion
 
 
@@ -82,7 +83,7 @@ class CompositeFeeder:
         env = self.pe.env
         for c in waits:
             if c.done_at is None:
-                yield c.event
+                yield c.waitable(env)
             t0 = max(t0, c.done_at)
         if t0 > env.now:
             yield env.timeout(t0 - env.now)
@@ -137,7 +138,7 @@ class CompositeFeeder:
 
             def compute():
                 value = self.ops.read(out).astype(np.float32)
-                box["v"] = _epilogue(op, value, self.ops.read, out)
+                box["v"] = epilogue_value(op, value, self.ops.read, out)
 
             self.ops.data_at(start, compute)
             self.ops.data_at(end, lambda: self.ops.write(out, box["v"]))
@@ -160,7 +161,7 @@ class CompositeFeeder:
 
             def compute():
                 vals = {n: self.ops.read(h) for n, h in zip(names, inputs, strict=True)}
-                box["v"] = _recipe_compute(op, vals)
+                box["v"] = recipe_value(op, vals)
 
             self.ops.data_at(start, compute)
             self.ops.data_at(end, lambda: self.ops.write(out, box["v"]))
@@ -200,215 +201,33 @@ class CompositeFeeder:
         for i, op in enumerate(cmd.ops):
             if head_i is not None and i == head_i:
                 epi = [e for e in cmd.ops[i + 1:] if e.scope is not Scope.KERNEL]
-                end = yield from self._math_stream(op, epi, end)
+                end = yield from MathStream(self, op, epi, end).run()
             elif op.scope is Scope.KERNEL:
                 end = (self._after_head(op, cmd.ops[head_i].out, end)
                        if head_i is not None and i > head_i else self._single_shot(op, end))
         return end
 
-    def _math_stream(self, op: OpSpec, epilogues: list[OpSpec], t0: float):
-        """Stream an elementwise op through DMA (for HBM operands) -> MATH -> STORE."""
-        pe, env = self.pe, self.pe.env
-        spec = pe.spec.pe
-        out = op.out
-        x = op.operands["a"]
-        for h in (x, out):
-            if h.space == "hbm" and h.row_stride not in (None, h.shape[-1]):
-                raise RuntimeError(f"streamed MATH operand {h} is not contiguous in HBM "
-                                   f"(tl.composite should have refused it)")
-        numel = out.numel
-        chunk = spec.tile_m * spec.tile_n
-        bpe_x, bpe_o = dtype_bytes(x.dtype), dtype_bytes(out.dtype)
-        slots: list[float] = []
-        end = t0
-        first = None
-        for off, n in chunks(numel, chunk):
-            t_issue = max(env.now, t0)
-            if len(slots) >= spec.max_inflight_tiles:
-                t_issue = max(t_issue, heapq.heappop(slots))
-            if t_issue > env.now:
-                yield env.timeout(t_issue - env.now)
-            ready = max(t_issue, ready_at(x)) if x.pinned else t_issue
-            if not x.pinned:
-                _, ready = pe.dma.read(x.addr + off * bpe_x, n * bpe_x, t_issue, env.now,
-                                       "TileToken/DMA_READ", "DMA_READ", {"operand": "a"})
-            fs = pe.fetch_store
-            f0, f1 = fs.fetch.book(ready, fs.transfer_ns(n * bpe_x), env.now)
-            m0, m1 = self.ops.math_run(f1, n)[:2]
-            self.ops.log(f0, f1, "pe_fetch_store", "memory", "TileToken/FETCH", "FETCH")
-            self.ops.log(m0, m1, "pe_math", "math", "TileToken/MATH", "MATH", {"op": op.kind})
-            t = m1
-            for e in epilogues:
-                e0, e1 = self.ops.math_run(t, n)[:2]
-                self.ops.log(e0, e1, "pe_math", "math", "TileToken/MATH", "MATH", {"op": e.kind})
-                t = e1
-            s0, s1 = fs.store.book(t, fs.transfer_ns(n * bpe_o), env.now)
-            self.ops.log(s0, s1, "pe_fetch_store", "memory", "TileToken/STORE", "STORE")
-            first = f0 if first is None else first
-            heapq.heappush(slots, f1)
-            tile_end = s1
-            if out.space == "hbm":
-                _, tile_end = pe.dma.write(out.addr + off * bpe_o, n * bpe_o, s1, env.now,
-                                           "TileToken/DMA_WRITE", "DMA_WRITE")
-            end = max(end, tile_end)
-        if pe.data is not None:
-            box = {}
-
-            def compute():
-                value = numerics.compute(op.kind, [self.ops.read(x)])
-                for e in epilogues:
-                    value = _epilogue(e, value, self.ops.read, out)
-                box["v"] = value
-
-            self.ops.data_at(first, compute)
-            self.ops.data_at(end, lambda: self.ops.write(out, box["v"]))
-        return end
-
     def _gemm_loop(self, cmd: CompositeCmd, head: OpSpec, epilogues: list[OpSpec], t0: float):
-        pe, env = self.pe, self.pe.env
-        spec = pe.spec.pe
+        """The supertile loop: planned when private (TCM operands, idle engines), else
+        tile by tile (``tile_streams.GemmStream``)."""
         a, b, out = head.operands["a"], head.operands["b"], head.out
-        K = head.extra["k"]
-        bpe_a, bpe_b = dtype_bytes(a.dtype), dtype_bytes(b.dtype)
-        bpe_out = dtype_bytes(out.dtype)
-        k_epi, o_epi = tile_epilogues((head, *epilogues), 0)
         if self._private(a, b, out, t0):  # the loop alone, planned from its ready time
+            k_epi, o_epi = tile_epilogues((head, *epilogues), 0)
             ready = max(t0, ready_at(a), ready_at(b))
             plan = self.planner.plan((head, *epilogues), 0, cmd.tile_shape)
             self.planner.apply(plan, ready)
-            if pe.data is not None:
+            if self.pe.data is not None:
                 self._gemm_data(head, k_epi, o_epi, ready + plan.first_gemm,
                                 [(ready + c[0], *c[1:]) for c in plan.commits], (plan.tk,))
             return ready + plan.end
-        M = head.extra["m"]
-        held = head.extra.get("stationary", "b")
-        tiles, (tm, tk, _), budget = self.planner.gemm_tiles(head, cmd.tile_shape)
-        fs, gemm, dma = pe.fetch_store, pe.gemm, pe.dma
-        slots: list[float] = []
-        acc_free: dict[int, float] = {}  # when the array may take this accumulator's next k step
-        acc_done: dict[int, float] = {}  # when its partial sums (and k-tile epilogues) are in
-        a_ready = max(t0, ready_at(a)) if a.pinned else t0
-        b_ready = max(t0, ready_at(b)) if b.pinned else t0
-        a_tile_done = t0
-        # a skinny A row panel (decode) fits in the reserved TCM: fetch it with one DMA per
-        # m tile instead of one small DMA per k step
-        a_panel = (not a.pinned and not a.transposed and a.row_stride in (None, K)
-                   and min(tm, M) * K * bpe_a <= budget // 2)
-        panel_mi = -1
-        end = t0
-        first_gemm = None
-        commits: list[tuple[float, int, int, int, int]] = []
-        for tile in tiles:
-            t_issue = max(env.now, t0)
-            if len(slots) >= spec.max_inflight_tiles:
-                t_issue = max(t_issue, heapq.heappop(slots))
-            if t_issue > env.now:
-                yield env.timeout(t_issue - env.now)
-            now = env.now
-            if a.pinned:
-                ra = a_ready
-            elif a_panel:
-                if tile.mi != panel_mi:
-                    panel_mi = tile.mi
-                    _, a_tile_done = dma.read(view_va(a, tile.m0, 0), tile.m * K * bpe_a, now, now,
-                                              "TileToken/DMA_READ", "DMA_READ", {"operand": "a"})
-                ra = a_tile_done
-            else:
-                if tile.load_a:
-                    _, a_tile_done = dma.read(view_va(a, tile.m0, tile.k0), tile.m * tile.k * bpe_a,
-                                              now, now, "TileToken/DMA_READ", "DMA_READ",
-                                              {"operand": "a"})
-                ra = a_tile_done
-            if b.pinned:
-                rb = b_ready
-            else:
-                _, rb = dma.read(view_va(b, tile.k0, tile.n0), tile.k * tile.n * bpe_b, now, now,
-                                 "TileToken/DMA_READ", "DMA_READ", {"operand": "b"})
-            f0, f1 = fs.fetch.book(max(ra, rb), fs.transfer_ns(
-                tile.m * tile.k * bpe_a + tile.k * tile.n * bpe_b), now)
-            heapq.heappush(slots, f1)
-            # k steps of one output tile follow each other through the array; their
-            # partial sums drain into the accumulators without waiting for the fill
-            g0, g_free, g_done = gemm.run(max(f1, acc_free.get(tile.ni, 0.0)),
-                                          tile.m, tile.k, tile.n, now, held)
-            first_gemm = g0 if first_gemm is None else first_gemm
-            acc_free[tile.ni] = g_free
-            self.ops.log(f0, f1, "pe_fetch_store", "memory", "TileToken/FETCH", "FETCH")
-            self.ops.log(g0, g_free, "pe_gemm", "gemm", "TileToken/GEMM", "GEMM",
-                      {"m": tile.m, "k": tile.k, "n": tile.n})
-            t = max(g_done, acc_done.get(tile.ni, 0.0))
-            for op in k_epi + (o_epi if tile.last_k else []):
-                e0, e1 = pe.math.book(t, pe.math.service_ns(tile.m * tile.n), now)
-                self.ops.log(e0, e1, "pe_math", "math", "TileToken/MATH", "MATH", {"op": op.kind})
-                t = e1
-            acc_done[tile.ni] = t
-            if not tile.last_k:
-                continue
-            s0, s1 = fs.store.book(t, fs.transfer_ns(tile.m * tile.n * bpe_out), now)
-            self.ops.log(s0, s1, "pe_fetch_store", "memory", "TileToken/STORE", "STORE")
-            done = s1
-            if out.space == "hbm":
-                _, done = dma.write(view_va(out, tile.m0, tile.n0), tile.m * tile.n * bpe_out,
-                                    s1, now, "TileToken/DMA_WRITE", "DMA_WRITE")
-            commits.append((done, tile.m0, tile.n0, tile.m, tile.n))
-            end = max(end, done)
-        if pe.data is not None:
-            self._gemm_data(head, k_epi, o_epi, first_gemm, commits, (tk,))
-        return end
+        return (yield from GemmStream(self, cmd, head, epilogues, t0).run())
 
     def _gemm_data(self, head: OpSpec, k_epi, o_epi, t_read: float, commits, tk) -> None:
-        a, b, out = head.operands["a"], head.operands["b"], head.out
+        """Data mode of a planned GEMM: compute at ``t_read``, commit each output tile."""
+        out, read, pe = head.out, self.ops.read, self.pe
         box = {}
-
-        def compute():
-            av = self.ops.read(a).astype(np.float32)
-            bv = self.ops.read(b).astype(np.float32)
-            if k_epi:
-                acc = np.zeros((av.shape[0], bv.shape[1]), np.float32)
-                for k0 in range(0, av.shape[1], tk[0]):
-                    part = av[:, k0:k0 + tk[0]] @ bv[k0:k0 + tk[0], :]
-                    for op in k_epi:
-                        part = _epilogue(op, part, self.ops.read, None)
-                    acc += part
-            else:
-                acc = av @ bv
-            for op in o_epi:
-                acc = _epilogue(op, acc, self.ops.read, out)
-            box["v"] = acc
-
-        self.ops.data_at(t_read, compute)
+        self.ops.data_at(t_read, lambda: box.setdefault(
+            "v", gemm_value(head, k_epi, o_epi, tk[0], read)))
         for t, m0, n0, m, n in commits:
-            self.ops.data_at(t, lambda m0=m0, n0=n0, m=m, n=n: self.pe.data.write_block(
-                out, m0, n0, box["v"][m0:m0 + m, n0:n0 + n], self.pe.mmu))
-
-
-
-def _epilogue(op: OpSpec, acc: np.ndarray, read, out) -> np.ndarray:
-    kind = op.kind
-    if kind == "bias":
-        return acc + read(op.operands["bias"]).astype(np.float32).reshape(1, -1)
-    if kind == "scale":
-        return acc * np.float32(op.extra["factor"])
-    if kind == "add":
-        return acc + read(op.operands["other"]).astype(np.float32)
-    if kind in numerics.UNARY:
-        return numerics.UNARY[kind](acc)
-    raise ValueError(f"unknown epilogue op {kind!r}")
-
-
-def _recipe_compute(op: OpSpec, vals: dict[str, np.ndarray]) -> np.ndarray:
-    """Numeric value of a composite MATH op from its named operands."""
-    kind = op.kind
-    axis = op.extra.get("reduce_axis", op.extra.get("axis"))
-    if kind in ("rmax", "rsum", "sum", "max", "min"):
-        return numerics.compute(kind, [vals["src"]], axis)
-    if kind == "copy":
-        return vals["src"]
-    if kind == "fma":
-        return numerics.compute("fma", [vals["src_a"], vals["src_b"], vals["src_c"]])
-    if kind in numerics.BINARY:
-        return numerics.compute(kind, [vals["src_a"], vals["src_b"]])
-    if kind in numerics.UNARY or kind == "softmax":
-        key = "a" if "a" in vals else "src"
-        return numerics.compute(kind, [vals[key]], axis)
-    raise ValueError(f"unknown composite op {kind!r}")
+            self.ops.data_at(t, lambda m0=m0, n0=n0, m=m, n=n: pe.data.write_block(
+                out, m0, n0, box["v"][m0:m0 + m, n0:n0 + n], pe.mmu))

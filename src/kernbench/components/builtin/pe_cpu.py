@@ -72,7 +72,7 @@ class PeCpu:
         if cmd.needs_known_deps:  # the unit times it on arrival: every end must be known
             for comp in (other if cmd.waits_for_inputs else deps):
                 if comp.done_at is None:
-                    self.runner.wait(comp.event, f"{comp.label} completion")
+                    self.runner.wait(comp.waitable(pe.env), f"{comp.label} completion")
         cycles = self.cost.dispatch_cycles(cmd)
         t0 = self.t
         self.t = t0 + cycles / self.clock_ghz
@@ -94,7 +94,7 @@ class PeCpu:
 
     def wait(self, comp: Completion) -> None:
         if comp.done_at is None:
-            self.runner.wait(comp.event, waiting_text(comp))
+            self.runner.wait(comp.waitable(self.pe.env), waiting_text(comp))
         self.t = max(self.t, comp.done_at)
 
     def mark(self, label: str) -> None:
@@ -106,7 +106,7 @@ class PeCpu:
     def wait_all(self) -> None:
         for comp in self._open:
             if comp.done_at is None:
-                self.runner.wait(comp.event, waiting_text(comp))
+                self.runner.wait(comp.waitable(self.pe.env), waiting_text(comp))
             self._latest = max(self._latest, comp.done_at)
         self._open.clear()
         self.t = max(self.t, self._latest)
@@ -127,7 +127,7 @@ class PeCpu:
         t = self.t
         for comp in raw + other:
             if comp.done_at is None:
-                self.runner.wait(comp.event, f"{comp.label} completion")
+                self.runner.wait(comp.waitable(self.pe.env), f"{comp.label} completion")
             t = max(t, comp.done_at)
         tracker.record([], written, Completion(t, label="init"))
         data = self.pe.data

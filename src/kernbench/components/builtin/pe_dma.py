@@ -31,30 +31,32 @@ class PeDma:
         self.hold_ns = mmu.overhead_ns + overhead_ns
 
     def read(self, va: int, nbytes: int, ready: float, now: float, op_name: str = "dma_read",
-             stage: str = "DMA_READ", params: dict | None = None) -> tuple[float, float]:
-        """HBM (virtual address) -> this PE's TCM. Returns (start, done)."""
+             stage: str = "DMA_READ", params: dict | None = None) -> tuple[float, Completion]:
+        """HBM (virtual address) -> this PE's TCM. Returns (start, arrival)."""
         return self._transfer(self.read_ch, True, va, nbytes, ready, now, op_name, stage, params)
 
     def write(self, va: int, nbytes: int, ready: float, now: float, op_name: str = "dma_write",
-              stage: str = "DMA_WRITE", params: dict | None = None) -> tuple[float, float]:
-        """This PE's TCM -> HBM (virtual address). Returns (start, done)."""
+              stage: str = "DMA_WRITE", params: dict | None = None) -> tuple[float, Completion]:
+        """This PE's TCM -> HBM (virtual address). Returns (start, arrival)."""
         return self._transfer(self.write_ch, False, va, nbytes, ready, now, op_name, stage, params)
 
     def _transfer(self, channel: Engine, is_read: bool, va: int, nbytes: int, ready: float,
-                  now: float, op_name: str, stage: str, params: dict | None) -> tuple[float, float]:
+                  now: float, op_name: str, stage: str,
+                  params: dict | None) -> tuple[float, Completion]:
         pa = self.mmu.translate_pa(va)
         start, _ = channel.book(max(ready, now), self.hold_ns, now)
-        flows = self.services.flows
+        services = self.services
         if is_read:
-            flow = flows.pe_dma_read(self.sip, self.cube, self.pe, pa, nbytes)
+            flow = services.flows.pe_dma_read(self.sip, self.cube, self.pe, pa, nbytes)
         else:
-            flow = flows.pe_dma_write(self.sip, self.cube, self.pe, pa, nbytes)
-        done = self.services.book_flow(flow, start + self.translate_ns)
+            flow = services.flows.pe_dma_write(self.sip, self.cube, self.pe, pa, nbytes)
+        arrival = services.network.send(flow, start + self.translate_ns)
         p = {"va": va, "pa": pa.encode(), "nbytes": nbytes}
         if params:
             p.update(params)
-        self.services.op_log.record(start, done, self.node_id, "memory", op_name, p, stage)
-        return start, done
+        log, node = services.op_log, self.node_id
+        arrival.then(lambda c: log.record(start, c.done_at, node, "memory", op_name, p, stage))
+        return start, arrival
 
 
 @executes(DmaReadCmd)
@@ -74,9 +76,10 @@ def _move(pe, cmd, hbm, tcm, move, label: str, t_issue: float, deps) -> Completi
     t = pe.scheduler.accept(t_issue, deps)
     start, done = move(view_va(hbm, 0, 0), hbm.nbytes, max(t, ready_at(cmd.src)), ops.now,
                        params={"handle_id": tcm.id})
+    done.label = label
     if pe.data is not None:
         # The source is sampled when the transfer starts and lands when it ends.
         box = {}
         ops.data_at(start, lambda: box.setdefault("v", ops.read(cmd.src)))
-        ops.data_at(done, lambda: ops.write(cmd.dst, box["v"]))
-    return Completion(done, label=label)
+        done.then(lambda c: ops.data_at(c.done_at, lambda: ops.write(cmd.dst, box["v"])))
+    return done

@@ -7,9 +7,9 @@ live in the receiver's TCM or in its CUBE's SRAM (the tier). The sender holds
 one credit per free slot:
 
 * ``tl.send`` takes a credit (the kernel blocks while none is left), snapshots
-  the source at issue and books the message on the IPCQ virtual channel
-  (``Fabric.book_ipcq``); at arrival the bytes land in the slot;
-* ``tl.recv`` takes the oldest arrived message, copies the slot out (the slot
+  the source at issue and sends the message through the transport on the IPCQ
+  virtual channel, to the queue's mailbox; at arrival the bytes land in the slot;
+* ``tl.recv`` receives the queue's next message, copies the slot out (the slot
   read is ordinary local traffic, logged as ``ipcq_copy``), frees the slot and
   sends the credit back over the fabric as a zero-byte message.
 
@@ -30,6 +30,7 @@ import numpy as np
 
 from kernbench.components.builtin.dispatch import executes
 from kernbench.components.builtin.pe_ops import ready_at
+from kernbench.components.flows import FlowSpec, LegSpec
 from kernbench.errors import ConfigError, KernelMisuse
 from kernbench.isa.commands import IpcqRecvCmd, IpcqSendCmd
 from kernbench.isa.dtypes import np_dtype
@@ -71,9 +72,9 @@ class IpcqConfig:
 class _Message:
     __slots__ = ("arrival", "slot", "shape", "dtype", "nbytes")
 
-    def __init__(self, arrival: float, slot: int, shape: tuple, dtype: str, nbytes: int) -> None:
-        self.arrival, self.slot, self.shape, self.dtype, self.nbytes = (
-            arrival, slot, shape, dtype, nbytes)
+    def __init__(self, slot: int, shape: tuple, dtype: str, nbytes: int) -> None:
+        self.arrival = 0.0  # set when it lands in its slot
+        self.slot, self.shape, self.dtype, self.nbytes = slot, shape, dtype, nbytes
 
 
 class IpcqQueue:
@@ -90,13 +91,12 @@ class IpcqQueue:
         self.slot_base = slot_base
         self.credits = cfg.slots
         self.credit_waiters: deque[Completion] = deque()
-        self.arrived: deque[_Message] = deque()
-        self.posted: deque[Callable[[_Message], None]] = deque()
         self.sent = 0
         self.received = 0
-        self.route = None  # the message route's IPCQ booking plan (built on first send)
+        self.route: tuple[str, ...] | None = None  # the message route (built on first send)
+        self.messages: dict[int, FlowSpec] = {}  # size -> the message flow
         self.credit_ns: float | None = None  # a credit's trip back to the sender
-        self.copies: dict[int, object] = {}  # slot -> its read into the receiver's TCM
+        self.copies: dict[tuple, FlowSpec] = {}  # (slot, size) -> its read into the TCM
         # what a kernel blocked on this queue waits for (deadlock reports)
         self.message_label = (f"for a message from direction {OPPOSITE[direction]} "
                               f"({nm.pe_prefix(*src)})")
@@ -179,9 +179,22 @@ def install_queues(engine, tables: dict[Coord, dict[str, Coord]], cfg: IpcqConfi
 
 
 # -- send ------------------------------------------------------------------------------------
+def _message_flow(services, q: IpcqQueue, nbytes: int) -> FlowSpec:
+    """The flow of an ``nbytes`` message of ``q`` (cached per size)."""
+    flow = q.messages.get(nbytes)
+    if flow is None:
+        if q.route is None:
+            q.route = services.flows.ipcq_message(q.src, q.dst, q.space)
+        route = q.route
+        flow = q.messages[nbytes] = FlowSpec("ipcq_send", route[1], nbytes,
+                                             (LegSpec("data", route, nbytes),), route[0],
+                                             route[-1])
+    return flow
+
+
 @executes(IpcqSendCmd)
 def execute_send(pe, cmd: IpcqSendCmd, t_issue: float, deps) -> Completion:
-    """Take a credit (blocking), snapshot the source, book the message, land it in a slot."""
+    """Take a credit (blocking), snapshot the source, send the message, land it in a slot."""
     unit = pe.ipcq
     q = unit.queue_out(cmd.direction)
     t = max(pe.scheduler.accept(t_issue, deps), ready_at(cmd.src))
@@ -191,50 +204,38 @@ def execute_send(pe, cmd: IpcqSendCmd, t_issue: float, deps) -> Completion:
         t = max(t, pe.env.now)
     src = cmd.src
     nbytes = src.nbytes
-    services = pe.services
-    if q.route is None:
-        q.route = services.ipcq_route(services.flows.ipcq_message(q.src, q.dst, q.space))
+    network = pe.network
+    flow = _message_flow(pe.services, q, nbytes)
     slot = q.sent % q.cfg.slots
     q.sent += 1
+    msg = _Message(slot, src.shape, src.dtype, nbytes)
     data = pe.data
+    box = {}
     if data is not None:  # the bytes as they are when the send starts (ADR: snapshot)
-        box = {}
         data.at(t, lambda: box.setdefault("v", pe.data.read(src, pe.mmu)))
-        store, addr = data.store, q.slot_addrs[slot]
+    store, addr = (data.store, q.slot_addrs[slot]) if data is not None else (None, 0)
 
-        def land() -> None:
+    def land() -> None:
+        msg.arrival = network.now()
+        if store is not None:
             store.write(q.space, addr, np.ascontiguousarray(box["v"]).reshape(-1).view(np.uint8))
-    else:
-        land = None
 
-    def book() -> float:
-        arrival = services.book_ipcq(q.route, nbytes, t)
-        msg = _Message(arrival, slot, src.shape, src.dtype, nbytes)
-        pe.op_log.record(t, arrival, unit.node_id, "memory", "ipcq_send",
-                         lambda: {"direction": cmd.direction, "dst": nm.pe_prefix(*q.dst),
-                                  "nbytes": nbytes, "slot": slot}, "IPCQ")
-        # a send issued at the kernel's clock may book an arrival SimPy has already
-        # passed (the kernel resumed late); it is delivered at once, its time kept
-        pe.network.schedule(max(arrival, pe.env.now), lambda: _deliver(q, msg, land))
-        return arrival
+    def send() -> Completion:
+        sent = network.send(flow, t, "ipcq", mailbox=q, payload=msg, on_arrival=land)
+        sent.then(lambda c: pe.op_log.record(
+            t, c.done_at, unit.node_id, "memory", "ipcq_send",
+            lambda: {"direction": cmd.direction, "dst": nm.pe_prefix(*q.dst), "nbytes": nbytes,
+                     "slot": slot}, "IPCQ"))
+        sent.label = "send"
+        return sent
 
-    label = "send"
     if t <= pe.env.now:
-        return Completion(book(), label=label)
-    # book when simulated time reaches the send (bookings stay in time order) while
+        return send()
+    # send when simulated time reaches it (the fabric sees sends in time order) while
     # the kernel runs on: no switch to SimPy and back per message
-    comp = Completion(event=pe.env.event(), label=label)
-    pe.network.schedule(t, lambda: comp.complete(book()))
+    comp = Completion(event=pe.env.event(), label="send")
+    network.schedule(t, lambda: send().then(lambda c: comp.complete(c.done_at)))
     return comp
-
-
-def _deliver(q: IpcqQueue, msg: _Message, land) -> None:
-    if land is not None:
-        land()
-    if q.posted:
-        q.posted.popleft()(msg)
-    else:
-        q.arrived.append(msg)
 
 
 # -- receive -----------------------------------------------------------------------------------
@@ -244,25 +245,27 @@ def execute_recv(pe, cmd: IpcqRecvCmd, t_issue: float, deps) -> Completion:
     unit = pe.ipcq
     q = unit.queue_in(cmd.direction, "recv" if cmd.consume else "recv_no_consume")
     t = pe.scheduler.accept(t_issue, deps)
-    if q.arrived:
-        done = _take(pe, q, cmd, q.arrived.popleft(), t)
-        return Completion(done, label="receive")
+    got = pe.network.receive(q, q.message_label)
+    if got.done_at is not None:
+        return _take(pe, q, cmd, got.value, t)
     comp = Completion(event=pe.env.event(), label=q.message_label)
 
-    def on_arrival(msg: _Message) -> None:
+    def on_message(g: Completion) -> None:
         try:
-            done = _take(pe, q, cmd, msg, t)
+            copied = _take(pe, q, cmd, g.value, t)
         except KernelMisuse as exc:
             comp.fail(exc)
             return
-        comp.complete(done)  # wakes the kernel now; its clock moves on to the copy's end
+        # wakes the kernel once copied; its clock moves on to the copy's end
+        copied.then(lambda c: comp.complete(c.done_at))
 
-    q.posted.append(on_arrival)
+    got.then(on_message)
     return comp
 
 
-def _take(pe, q: IpcqQueue, cmd: IpcqRecvCmd, msg: _Message, t: float) -> float:
-    """Copy the message's slot into the destination; free the slot; return the copy's end."""
+def _take(pe, q: IpcqQueue, cmd: IpcqRecvCmd, msg: _Message, t: float) -> Completion:
+    """Copy the message's slot into the destination and free the slot (its credit goes
+    back once the copy is done); the completion is the copy's."""
     dst = cmd.dst
     if dst.nbytes != msg.nbytes or dst.dtype != msg.dtype:
         raise KernelMisuse(
@@ -274,19 +277,27 @@ def _take(pe, q: IpcqQueue, cmd: IpcqRecvCmd, msg: _Message, t: float) -> float:
     addr = q.slot_addrs[msg.slot]
     services = pe.services
     if not cmd.consume:
-        done = start  # diagnostic: no slot-read charge
+        done = Completion(start)  # diagnostic: no slot-read charge
     elif dst.space == "tcm":  # the common case: one cached flow per slot and size
         key = (msg.slot, msg.nbytes)
         flow = q.copies.get(key)
         if flow is None:
             flow = q.copies[key] = services.flows.ipcq_copy(
                 q.dst, q.space, PhysAddr.decode(addr), None, msg.nbytes)
-        done = services.book_flow(flow, start)
+        done = pe.network.send(flow, start)
     else:
         flow = services.flows.ipcq_copy(q.dst, q.space, PhysAddr.decode(addr),
                                         pe.mmu.translate_pa(dst.addr), msg.nbytes)
-        done = services.book_flow(flow, start)
-    data = pe.data
+        done = pe.network.send(flow, start)
+    done.label = "receive"
+    done.then(lambda c: _received(pe, q, cmd, msg, addr, start, c.done_at))
+    return done
+
+
+def _received(pe, q: IpcqQueue, cmd: IpcqRecvCmd, msg: _Message, addr: int, start: float,
+              done: float) -> None:
+    """The slot has been read: log it, commit the data, send the credit back."""
+    dst, data = cmd.dst, pe.data
     pe.op_log.record(start, done, pe.ipcq.node_id, "memory",
                      "ipcq_copy" if cmd.consume else "ipcq_peek",
                      lambda: {"src_space": q.space, "src_addr": addr,
@@ -303,9 +314,10 @@ def _take(pe, q: IpcqQueue, cmd: IpcqRecvCmd, msg: _Message, t: float) -> float:
     # the slot is free once read: its credit (a zero-byte message, which occupies no
     # link) travels back to the sender
     if q.credit_ns is None:
-        q.credit_ns = services.ipcq_route(services.flows.ipcq_credit(q.dst, q.src)).head_ns
+        credit = pe.services.flows.ipcq_credit(q.dst, q.src)
+        q.credit_ns = pe.network.latency(FlowSpec("ipcq_credit", credit[0], 0, (
+            LegSpec("command", credit, 0),), credit[0], credit[-1]), 0.0)
     pe.network.schedule(done + q.credit_ns, lambda: _credit_arrives(q))
-    return done
 
 
 def _credit_arrives(q: IpcqQueue) -> None:

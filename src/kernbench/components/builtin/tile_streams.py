@@ -1,0 +1,294 @@
+"""A composite's tile loops over HBM operands: DMA in, compute, DMA out.
+
+The feeder issues a supertile's (or an elementwise chunk's) DMA reads when one
+of ``max_inflight_tiles`` TCM input buffers is free, and books the tile's
+FETCH, engine, epilogue and STORE stages, and its DMA write, once the reads
+have arrived (docs/adr/0008-pe-pipeline-timing.md). Under FIFO link sharing
+an arrival is known when the read is issued, so a tile is booked at once;
+under fair sharing it is known only when the last byte lands. Tiles are
+booked in issue order either way (``InOrder``), as the scheduler's tile queue
+would take them.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+
+from kernbench.components import numerics
+from kernbench.components.builtin.composite_plan import tile_epilogues
+from kernbench.components.builtin.composite_values import epilogue_value, gemm_value
+from kernbench.components.builtin.pe_ops import ready_at, view_va
+from kernbench.components.tiling import chunks
+from kernbench.isa.dtypes import dtype_bytes
+from kernbench.isa.handles import Completion
+
+
+def time_of(x) -> float | None:
+    """A ready time given as a float or a completion (None while pending)."""
+    return x.done_at if isinstance(x, Completion) else x
+
+
+class _Item:
+    __slots__ = ("inputs", "book", "booked")
+
+    def __init__(self, inputs: tuple, book) -> None:
+        self.inputs = inputs
+        self.book = book
+        self.booked = Completion(label="tile booking")
+
+
+class InOrder:
+    """Tiles booked in issue order, each once all of its inputs have arrived."""
+
+    __slots__ = ("items", "_busy")
+
+    def __init__(self) -> None:
+        self.items: deque[_Item] = deque()
+        self._busy = False
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def add(self, inputs: tuple, book) -> None:
+        """Book ``book(ready)`` after the earlier tiles, once every input is known."""
+        self.items.append(_Item(inputs, book))
+        for x in inputs:
+            if isinstance(x, Completion) and x.done_at is None:
+                x.then(self._drain)
+        self._drain()
+
+    def _drain(self, _completed=None) -> None:
+        if self._busy:
+            return
+        self._busy = True
+        items = self.items
+        while items:
+            ready = 0.0
+            for x in items[0].inputs:
+                t = time_of(x)
+                if t is None:
+                    self._busy = False
+                    return
+                ready = max(ready, t)
+            item = items.popleft()
+            item.book(ready)
+            item.booked.complete(ready)
+        self._busy = False
+
+    def wait_first(self, env):
+        """The event of the oldest tile's booking (a process yields it)."""
+        return self.items[0].booked.waitable(env)
+
+    def wait_all(self, env):
+        """Yield until every tile added so far is booked."""
+        while self.items:
+            yield self.items[-1].booked.waitable(env)
+
+
+def _free_slot(order: InOrder, slots: list[float], limit: int, env, t_issue: float):
+    """Yield until a TCM input buffer frees; return the tile's issue time."""
+    while len(slots) + len(order) >= limit:
+        if slots:
+            return max(t_issue, heapq.heappop(slots))
+        yield order.wait_first(env)
+    return t_issue
+
+
+def _wait_done(completions, env):
+    """Yield until every pending completion is in; return the latest time."""
+    end = 0.0
+    for c in completions:
+        if c.done_at is None:
+            yield c.waitable(env)
+        end = max(end, c.done_at)
+    return end
+
+
+class GemmStream:
+    """The supertiles of a composite GEMM, timed tile by tile (docs/adr/0008)."""
+
+    def __init__(self, feeder, cmd, head, epilogues, t0: float) -> None:
+        self.pe, self.ops = feeder.pe, feeder.ops
+        self.head, self.t0 = head, t0
+        self.a, self.b, self.out = head.operands["a"], head.operands["b"], head.out
+        self.held = head.extra.get("stationary", "b")
+        self.tiles, (self.tm, self.tk, _), budget = feeder.planner.gemm_tiles(
+            head, cmd.tile_shape)
+        self.k_epi, self.o_epi = tile_epilogues((head, *epilogues), 0)
+        self.bpe = (dtype_bytes(self.a.dtype), dtype_bytes(self.b.dtype),
+                    dtype_bytes(self.out.dtype))
+        a, K = self.a, head.extra["k"]
+        # a skinny A row panel (decode) fits in the reserved TCM: fetch it with one DMA per
+        # m tile instead of one small DMA per k step
+        self.a_panel = (not a.pinned and not a.transposed and a.row_stride in (None, K)
+                        and min(self.tm, head.extra["m"]) * K * self.bpe[0] <= budget // 2)
+        self.slots: list[float] = []
+        self.order = InOrder()
+        self.acc_free: dict[int, float] = {}  # when the array may take an accumulator's next k
+        self.acc_done: dict[int, float] = {}  # when its partial sums (and k epilogues) are in
+        self.writes: list[Completion] = []
+        self.end = t0
+        self.box = None  # data mode: the product's values
+
+    def run(self):
+        """The loop (a generator run by the feeder's process); returns the end time."""
+        env, pe = self.pe.env, self.pe
+        a, b, K = self.a, self.b, self.head.extra["k"]
+        a_ready = max(self.t0, ready_at(a)) if a.pinned else self.t0
+        b_ready = max(self.t0, ready_at(b)) if b.pinned else self.t0
+        a_tile, panel_mi = self.t0, -1
+        read = ("TileToken/DMA_READ", "DMA_READ")
+        for tile in self.tiles:
+            t_issue = yield from _free_slot(self.order, self.slots,
+                                            pe.spec.pe.max_inflight_tiles, env,
+                                            max(env.now, self.t0))
+            if t_issue > env.now:
+                yield env.timeout(t_issue - env.now)
+            now = env.now
+            if a.pinned:
+                a_tile = a_ready
+            elif self.a_panel and tile.mi != panel_mi:
+                panel_mi = tile.mi
+                a_tile = pe.dma.read(view_va(a, tile.m0, 0), tile.m * K * self.bpe[0], now, now,
+                                     *read, {"operand": "a"})[1]
+            elif not self.a_panel and tile.load_a:
+                a_tile = pe.dma.read(view_va(a, tile.m0, tile.k0), tile.m * tile.k * self.bpe[0],
+                                     now, now, *read, {"operand": "a"})[1]
+            b_tile = b_ready if b.pinned else pe.dma.read(
+                view_va(b, tile.k0, tile.n0), tile.k * tile.n * self.bpe[1], now, now, *read,
+                {"operand": "b"})[1]
+            self.order.add((a_tile, b_tile), lambda ready, tile=tile: self._book(tile, ready))
+        yield from self.order.wait_all(env)
+        end = yield from _wait_done(self.writes, env)
+        return max(self.end, end)
+
+    def _book(self, tile, ready: float) -> None:
+        """FETCH -> the array -> k-tile epilogues -> (last k) STORE -> DMA write."""
+        pe, ops = self.pe, self.ops
+        now = pe.env.now
+        fs, gemm = pe.fetch_store, pe.gemm
+        bpe_a, bpe_b, bpe_out = self.bpe
+        f0, f1 = fs.fetch.book(ready, fs.transfer_ns(
+            tile.m * tile.k * bpe_a + tile.k * tile.n * bpe_b), now)
+        heapq.heappush(self.slots, f1)
+        # k steps of one output tile follow each other through the array; their partial
+        # sums drain into the accumulators without waiting for the fill
+        g0, g_free, g_done = gemm.run(max(f1, self.acc_free.get(tile.ni, 0.0)),
+                                      tile.m, tile.k, tile.n, now, self.held)
+        if self.box is None and pe.data is not None:
+            self._compute_at(g0)
+        self.acc_free[tile.ni] = g_free
+        ops.log(f0, f1, "pe_fetch_store", "memory", "TileToken/FETCH", "FETCH")
+        ops.log(g0, g_free, "pe_gemm", "gemm", "TileToken/GEMM", "GEMM",
+                {"m": tile.m, "k": tile.k, "n": tile.n})
+        t = max(g_done, self.acc_done.get(tile.ni, 0.0))
+        for op in self.k_epi + (self.o_epi if tile.last_k else []):
+            e0, e1 = pe.math.book(t, pe.math.service_ns(tile.m * tile.n), now)
+            ops.log(e0, e1, "pe_math", "math", "TileToken/MATH", "MATH", {"op": op.kind})
+            t = e1
+        self.acc_done[tile.ni] = t
+        if not tile.last_k:
+            return
+        s0, s1 = fs.store.book(t, fs.transfer_ns(tile.m * tile.n * bpe_out), now)
+        ops.log(s0, s1, "pe_fetch_store", "memory", "TileToken/STORE", "STORE")
+        if self.out.space != "hbm":
+            self._commit(tile, s1)
+            return
+        write = pe.dma.write(view_va(self.out, tile.m0, tile.n0), tile.m * tile.n * bpe_out,
+                             s1, now, "TileToken/DMA_WRITE", "DMA_WRITE")[1]
+        self.writes.append(write)
+        write.then(lambda c, tile=tile: self._commit(tile, c.done_at))
+
+    def _commit(self, tile, done: float) -> None:
+        self.end = max(self.end, done)
+        if self.box is not None:
+            box, out, pe = self.box, self.out, self.pe
+            m0, n0, m, n = tile.m0, tile.n0, tile.m, tile.n
+            self.ops.data_at(done, lambda: pe.data.write_block(
+                out, m0, n0, box["v"][m0:m0 + m, n0:n0 + n], pe.mmu))
+
+    def _compute_at(self, t: float) -> None:
+        """Data mode: the product is read and computed when its first tile starts."""
+        box = self.box = {}
+        head, k_epi, o_epi, tk, read = self.head, self.k_epi, self.o_epi, self.tk, self.ops.read
+        self.ops.data_at(t, lambda: box.setdefault(
+            "v", gemm_value(head, k_epi, o_epi, tk, read)))
+
+
+class MathStream:
+    """An elementwise composite streamed in chunks: DMA (HBM operands) -> MATH -> STORE."""
+
+    def __init__(self, feeder, op, epilogues, t0: float) -> None:
+        self.pe, self.ops = feeder.pe, feeder.ops
+        self.op, self.epilogues, self.t0 = op, epilogues, t0
+        self.x, self.out = op.operands["a"], op.out
+        for h in (self.x, self.out):
+            if h.space == "hbm" and h.row_stride not in (None, h.shape[-1]):
+                raise RuntimeError(f"streamed MATH operand {h} is not contiguous in HBM "
+                                   f"(tl.composite should have refused it)")
+        self.bpe = (dtype_bytes(self.x.dtype), dtype_bytes(self.out.dtype))
+        self.slots: list[float] = []
+        self.order = InOrder()
+        self.writes: list[Completion] = []
+        self.end = t0
+        self.first: float | None = None
+
+    def run(self):
+        """The chunk loop (a generator); returns the end time."""
+        pe, env, x = self.pe, self.pe.env, self.x
+        spec = pe.spec.pe
+        bpe_x = self.bpe[0]
+        for off, n in chunks(self.out.numel, spec.tile_m * spec.tile_n):
+            t_issue = yield from _free_slot(self.order, self.slots, spec.max_inflight_tiles, env,
+                                            max(env.now, self.t0))
+            if t_issue > env.now:
+                yield env.timeout(t_issue - env.now)
+            if x.pinned:
+                ready = max(t_issue, ready_at(x))
+            else:
+                ready = pe.dma.read(x.addr + off * bpe_x, n * bpe_x, t_issue, env.now,
+                                    "TileToken/DMA_READ", "DMA_READ", {"operand": "a"})[1]
+            self.order.add((ready,), lambda r, off=off, n=n: self._book(off, n, r))
+        yield from self.order.wait_all(env)
+        end = yield from _wait_done(self.writes, env)
+        self.end = max(self.end, end)
+        if pe.data is not None:
+            self._data(self.first, self.end)
+        return self.end
+
+    def _book(self, off: int, n: int, ready: float) -> None:
+        pe, ops = self.pe, self.ops
+        now = pe.env.now
+        fs = pe.fetch_store
+        bpe_x, bpe_o = self.bpe
+        f0, f1 = fs.fetch.book(ready, fs.transfer_ns(n * bpe_x), now)
+        m0, m1 = ops.math_run(f1, n)[:2]
+        ops.log(f0, f1, "pe_fetch_store", "memory", "TileToken/FETCH", "FETCH")
+        ops.log(m0, m1, "pe_math", "math", "TileToken/MATH", "MATH", {"op": self.op.kind})
+        t = m1
+        for e in self.epilogues:
+            e0, e1 = ops.math_run(t, n)[:2]
+            ops.log(e0, e1, "pe_math", "math", "TileToken/MATH", "MATH", {"op": e.kind})
+            t = e1
+        s0, s1 = fs.store.book(t, fs.transfer_ns(n * bpe_o), now)
+        ops.log(s0, s1, "pe_fetch_store", "memory", "TileToken/STORE", "STORE")
+        self.first = f0 if self.first is None else self.first
+        heapq.heappush(self.slots, f1)
+        self.end = max(self.end, s1)
+        if self.out.space == "hbm":
+            self.writes.append(pe.dma.write(self.out.addr + off * bpe_o, n * bpe_o, s1, now,
+                                            "TileToken/DMA_WRITE", "DMA_WRITE")[1])
+
+    def _data(self, first: float, end: float) -> None:
+        box, ops, op, x, out = {}, self.ops, self.op, self.x, self.out
+        epilogues = self.epilogues
+
+        def compute():
+            value = numerics.compute(op.kind, [ops.read(x)])
+            for e in epilogues:
+                value = epilogue_value(e, value, ops.read, out)
+            box["v"] = value
+
+        ops.data_at(first, compute)
+        ops.data_at(end, lambda: ops.write(out, box["v"]))

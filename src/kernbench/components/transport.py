@@ -1,0 +1,250 @@
+"""The one way bytes cross the fabric: ``send``, ``receive``, ``schedule``, ``now``.
+
+Bulk DMA (PE_DMA, the host, M_CPU), PE_IPCQ messages and their slot reads all
+reach the fabric here, with the virtual channel as an argument (``vc="bulk"``
+or ``"ipcq"``). How concurrent transfers share a link is the topology's
+``fabric.sharing``:
+
+* ``fifo``: a transfer books each link's busy timeline when it is sent
+  (``Fabric.book``; IPCQ on its own virtual channel, ``Fabric.book_ipcq``),
+  so its completion time is known at once;
+* ``fair``: its bytes drain through its route's resources at a max-min fair
+  share (``fair_share.FairShare``); the completion is pending until the last
+  byte arrives, because a transfer that starts later slows it down.
+
+A send returns a :class:`Completion` either way; code that consumes it uses
+``Completion.then`` and runs at once when the time is known. A send may name
+a mailbox: messages to one mailbox are delivered in send order, and
+``receive(mailbox)`` completes with the next one's payload.
+(docs/adr/0033-fair-shared-links.md, docs/adr/0034-one-transport.md)
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from kernbench.components.fabric import Fabric
+from kernbench.components.fair_share import CLASSES, FairShare, Resource
+from kernbench.components.flows import FlowSpec
+from kernbench.isa.handles import Completion
+
+SHARING = ("fair", "fifo")
+
+
+class _Mailbox:
+    """Messages toward one receiver: delivered in send order, matched to receives."""
+
+    __slots__ = ("sent", "next", "early", "arrived", "posted")
+
+    def __init__(self) -> None:
+        self.sent = 0  # sequence number of the next send
+        self.next = 0  # sequence number of the next delivery
+        self.early: dict[int, tuple] = {}  # arrived before an earlier message
+        self.arrived: deque[tuple[float, Any]] = deque()  # delivered, not yet received
+        self.posted: deque[Completion] = deque()  # receives waiting for a message
+
+
+class Transport:
+    """Sends flows over one engine's fabric under the topology's sharing policy."""
+
+    def __init__(self, env, fabric: Fabric, sharing: str) -> None:
+        if sharing not in SHARING:
+            raise ValueError(f"sharing must be one of {SHARING}, got {sharing!r}")
+        self.env = env
+        self.fabric = fabric
+        self.sharing = sharing
+        self.fair = FairShare(env) if sharing == "fair" else None
+        self._resources: dict[tuple[str, ...], tuple[Resource, ...]] = {}
+        self._slices: dict[str, Resource] = {}
+        self._links: dict[tuple[str, str], Resource] = {}
+        self._mail: dict[Any, _Mailbox] = {}
+        self.messages = 0  # sends that named a mailbox
+
+    # -- the interface ---------------------------------------------------------------------
+    def now(self) -> float:
+        return self.env.now
+
+    def schedule(self, t: float, fn: Callable[[], None]) -> None:
+        """Run ``fn()`` at simulated time ``t`` (>= now)."""
+        delay = t - self.env.now
+        if delay < 0:
+            raise ValueError(f"cannot schedule in the past ({t} < now {self.env.now})")
+        self.env.timeout(delay).callbacks.append(lambda _ev: fn())
+
+    def send(self, flow: FlowSpec, at: float, vc: str = "bulk", *, mailbox: Any = None,
+             payload: Any = None, on_arrival: Callable[[], None] | None = None,
+             timing: list | None = None) -> Completion:
+        """Move ``flow`` (legs back to back) from ``at`` (>= now). The completion fires
+        when its last byte has arrived; then ``on_arrival()`` runs and, with a mailbox,
+        ``payload`` is delivered there in send order. ``timing`` collects per-leg
+        (plan, start, end, wait, drain, bottleneck, waited hops)."""
+        if vc not in CLASSES:
+            raise ValueError(f"vc must be one of {', '.join(CLASSES)}, got {vc!r}")
+        seq = None
+        if mailbox is not None:
+            box = self._box(mailbox)
+            seq, box.sent = box.sent, box.sent + 1
+            self.messages += 1
+
+        def arrive(t: float) -> None:
+            if on_arrival is not None:
+                on_arrival()
+            if seq is not None:
+                self._deliver(self._mail[mailbox], seq, payload)
+
+        if self.fair is None:
+            done = self._book(flow, at, vc, timing)
+            if on_arrival is not None or seq is not None:
+                self.schedule(max(done, self.env.now), lambda: arrive(done))
+            return Completion(done, label=flow.kind)
+        comp = Completion(label=flow.kind)
+        _FairSend(self, flow, vc, comp, arrive, timing).advance(0, at)
+        return comp
+
+    def receive(self, mailbox: Any, label: str = "") -> Completion:
+        """The next message of ``mailbox``: known when it has arrived already, else
+        pending until it does (``value`` is its payload, ``done_at`` the delivery)."""
+        box = self._box(mailbox)
+        if box.arrived:
+            t, payload = box.arrived.popleft()
+            return Completion(t, label="receive", value=payload)
+        comp = Completion(label=label or "a message")
+        box.posted.append(comp)
+        return comp
+
+    def latency(self, flow: FlowSpec, at: float) -> float:
+        """Arrival time of a flow that moves no bytes (commands, credits): latency only."""
+        fabric = self.fabric
+        t = at
+        for leg in flow.legs:
+            if leg.nbytes:
+                raise ValueError(f"{flow.kind} carries {leg.nbytes} B: send it instead")
+            t = fabric.book(fabric.plan(leg.nodes), 0, t, self.env.now,
+                            continues=leg.continues)[0]
+        return t
+
+    # -- mailboxes -------------------------------------------------------------------------
+    def _box(self, mailbox: Any) -> _Mailbox:
+        box = self._mail.get(mailbox)
+        if box is None:
+            box = self._mail[mailbox] = _Mailbox()
+        return box
+
+    def _deliver(self, box: _Mailbox, seq: int, payload: Any) -> None:
+        box.early[seq] = payload
+        now = self.env.now
+        while box.next in box.early:
+            item = box.early.pop(box.next)
+            box.next += 1
+            if box.posted:
+                box.posted.popleft().complete(now, item)
+            else:
+                box.arrived.append((now, item))
+
+    # -- fifo: bookings ----------------------------------------------------------------------
+    def _book(self, flow: FlowSpec, at: float, vc: str, timing: list | None) -> float:
+        fabric = self.fabric
+        now = self.env.now
+        hbm = fabric.hbm
+        t = at
+        for _, nodes, nbytes, hbm_node, off, at_start, continues in flow.legs:
+            plan = fabric.plan(nodes)
+            if vc == "ipcq" and nbytes:
+                end = fabric.book_ipcq(fabric.ipcq_route(nodes), nbytes, t, now)
+                booked = (end, 0.0, nbytes / plan.bottleneck_gbs, plan.bottleneck_gbs, ())
+            else:
+                booked = fabric.book(plan, nbytes, t, now, hbm[hbm_node] if hbm_node else None,
+                                     off, at_start, continues)
+            if timing is not None:
+                timing.append((plan, t, *booked))
+            t = booked[0]
+        return t
+
+    # -- fair: resources of a leg ----------------------------------------------------------
+    def resources(self, nodes: tuple[str, ...], hbm_node: str | None) -> tuple[Resource, ...]:
+        """The shared resources a leg's bytes cross: its links, then its HBM slice."""
+        key = (*nodes, hbm_node or "")
+        hit = self._resources.get(key)
+        if hit is None:
+            links = []
+            for a, b in zip(nodes, nodes[1:], strict=False):
+                r = self._links.get((a, b))
+                if r is None:
+                    r = self._links[(a, b)] = Resource((a, b), self.fabric.graph.edge(a, b).bw_gbs)
+                links.append(r)
+            if hbm_node:
+                r = self._slices.get(hbm_node)
+                if r is None:
+                    r = self._slices[hbm_node] = Resource(hbm_node,
+                                                          self.fabric.hbm[hbm_node].bw_gbs)
+                links.append(r)
+            hit = self._resources[key] = tuple(links)
+        return hit
+
+    def link_busy_ns(self) -> dict[tuple[str, str], float]:
+        """Time each link spent carrying bytes (fair mode: bytes / bandwidth)."""
+        return self.fabric.link_busy_ns()
+
+
+class _FairSend:
+    """One flow in fair mode: its legs started one after another as each arrives."""
+
+    __slots__ = ("transport", "flow", "cls", "comp", "arrive", "timing")
+
+    def __init__(self, transport: Transport, flow: FlowSpec, vc: str, comp: Completion,
+                 arrive, timing: list | None) -> None:
+        self.transport = transport
+        self.flow = flow
+        self.cls = CLASSES[vc]
+        self.comp = comp
+        self.arrive = arrive
+        self.timing = timing
+
+    def advance(self, i: int, t: float) -> None:
+        """Run legs ``i..`` from ``t``: commands add latency, a data leg drains."""
+        tr = self.transport
+        fabric = tr.fabric
+        legs = self.flow.legs
+        while i < len(legs):
+            _, nodes, nbytes, hbm_node, off, _, continues = legs[i]
+            plan = fabric.plan(nodes)
+            if not nbytes:
+                end = fabric.book(plan, 0, t, tr.env.now, continues=continues)[0]
+                if self.timing is not None:
+                    self.timing.append((plan, t, end, 0.0, 0.0, plan.bottleneck_gbs, ()))
+                t, i = end, i + 1
+                continue
+            paid = plan.overhead_ns - (plan.overheads[0] if continues else 0.0)
+            cap = plan.bottleneck_gbs
+            resources = tr.resources(nodes, hbm_node)
+            if hbm_node:
+                hbm = fabric.hbm[hbm_node]
+                hbm.bytes_served += nbytes
+                _, touched = hbm.shares(off, nbytes)
+                channel_ns = max(d for _, d in touched)
+                cap = min(cap, nbytes / channel_ns)
+            fabric.carry(plan, nbytes)
+            if not resources:  # one node, no memory: nothing to drain
+                t, i = t + paid, i + 1
+                continue
+            head = paid + plan.wire_ns
+            tr.fair.start(resources, nbytes, cap, self.cls, t, head,
+                          lambda s, end, i=i, plan=plan, head=head: self._leg_done(
+                              i, s, end, plan, head))
+            return
+        self._finish(t)
+
+    def _leg_done(self, i: int, s, end: float, plan, head: float) -> None:
+        """A data leg has arrived: record it (the time lost to sharing is its wait) and
+        start the next leg."""
+        if self.timing is not None:
+            drain = s.nbytes / s.cap
+            lost = max(0.0, end - s.start - head - drain)
+            self.timing.append((plan, s.start, end, lost, drain, s.cap, ()))
+        self.advance(i + 1, end)
+
+    def _finish(self, t: float) -> None:
+        self.arrive(t)
+        self.comp.complete(t)

@@ -17,6 +17,12 @@ What is modelled:
   the previous hop (virtual cut-through: the head moves on at once, the tail
   cannot leave before it has come in). Node buffers are unbounded, as in the
   analytic model (no back-pressure).
+* ``switching="store_and_forward"`` instead lets a packet ask for the next
+  link only once its tail has arrived (end of serialisation, wire, overhead),
+  as ns-3's point-to-point devices do, so the model can be checked against
+  ns-3 (``references/ns3.py``). ``header_bytes`` adds a per-packet header to
+  every link's serialisation (not to HBM, which stores payload only); a
+  flow's payload stays ``FlowSpec.nbytes``.
 * The head of every packet pays each node's ``overhead_ns`` (a pipeline
   latency, not a serial resource) and each edge's ``wire_ns``; a leg that
   ``continues`` the previous one does not pay its first node again.
@@ -29,9 +35,9 @@ What is modelled:
   link. The alternative ``"channels"`` serves each packet on the pseudo-channel
   its address interleaves to, at one channel's bandwidth.
 
-With no competing traffic and the default HBM model, a leg takes exactly
-``Ovhd + Wire + nbytes / BN`` (BN = slowest link or the slice), which is what
-the analytic engine gives, up to float rounding.
+With no competing traffic and the defaults (slice HBM, cut-through, no
+header), a leg takes exactly ``Ovhd + Wire + nbytes / BN`` (BN = slowest link
+or the slice), which is what the analytic engine gives, up to float rounding.
 """
 
 from __future__ import annotations
@@ -46,6 +52,7 @@ from kernbench.components.flows import FlowSpec, LegSpec
 from kernbench.topology.graph import TopologyGraph
 
 HBM_MODELS = ("slice", "channels")
+SWITCHING = ("cut_through", "store_and_forward")
 
 
 def packet_sizes(nbytes: int, packet_bytes: int) -> list[int]:
@@ -70,21 +77,29 @@ class Stage:
     server: simpy.Resource
     bw_gbs: float  # byte/ns
     after_ns: float  # head latency from the end of this stage to the next one
+    header_bytes: int = 0  # carried on top of the payload (links only)
 
 
 class PacketReference:
     """Packet-level simulation of FlowSpecs over a topology graph (reference only)."""
 
     def __init__(self, graph: TopologyGraph, packet_bytes: int = 256,
-                 env: simpy.Environment | None = None, hbm: str = "slice") -> None:
+                 env: simpy.Environment | None = None, hbm: str = "slice",
+                 switching: str = "cut_through", header_bytes: int = 0) -> None:
         if packet_bytes <= 0:
             raise ValueError(f"packet_bytes must be positive, got {packet_bytes}")
         if hbm not in HBM_MODELS:
             raise ValueError(f"hbm must be one of {HBM_MODELS}, got {hbm!r}")
+        if switching not in SWITCHING:
+            raise ValueError(f"switching must be one of {SWITCHING}, got {switching!r}")
+        if isinstance(header_bytes, bool) or not isinstance(header_bytes, int) or header_bytes < 0:
+            raise ValueError(f"header_bytes must be an int >= 0, got {header_bytes!r}")
         self.graph = graph
         self.packet_bytes = packet_bytes
         self.env = env or simpy.Environment()
         self.hbm_model = hbm
+        self.store_and_forward = switching == "store_and_forward"
+        self.header_bytes = header_bytes
         spec = graph.spec
         self._channels = spec.channels_per_slice
         self._channel_bw = spec.hbm.pseudo_channel_bw_gbs
@@ -143,7 +158,7 @@ class PacketReference:
             g = self.graph
             stages = tuple(
                 Stage(self._link(a, b), g.edge(a, b).bw_gbs,
-                      g.edge(a, b).wire_ns + g.nodes[b].overhead_ns)
+                      g.edge(a, b).wire_ns + g.nodes[b].overhead_ns, self.header_bytes)
                 for a, b in zip(nodes, nodes[1:], strict=False))
             self._routes[nodes] = stages
         return stages
@@ -199,11 +214,13 @@ class PacketReference:
 
     def _packet(self, stages: tuple[Stage, ...], size: int,
                 grant: Request) -> Generator[simpy.Event, object, None]:
-        """Cross every stage with virtual cut-through; end when the tail is delivered.
+        """Cross every stage; end when the tail is delivered.
 
         ``tail`` is when the packet's last byte is available at the current
-        stage's input; the packet holds a stage until ``max(start + size / bw,
-        tail)``, and its head reaches the next stage ``after_ns`` after starting.
+        stage's input; the packet holds a stage until ``max(start + wire size /
+        bw, tail)``. With cut-through its head reaches the next stage
+        ``after_ns`` after starting; with store-and-forward it waits there for
+        its tail, so ``tail`` never exceeds the start of a stage.
         """
         env = self.env
         tail = env.now  # the whole packet sits in the source's buffer
@@ -212,12 +229,13 @@ class PacketReference:
             if request is None:
                 request = stage.server.request()
                 yield request
-            end = max(env.now + size / stage.bw_gbs, tail)
+            end = max(env.now + (size + stage.header_bytes) / stage.bw_gbs, tail)
             self._release_at(stage.server, request, end)
             request = None
             tail = end + stage.after_ns
-            if stage.after_ns:
-                yield env.timeout(stage.after_ns)
+            wait = tail - env.now if self.store_and_forward else stage.after_ns
+            if wait:
+                yield env.timeout(wait)
         if tail > env.now:
             yield env.timeout(tail - env.now)
 

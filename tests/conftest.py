@@ -32,3 +32,22 @@ def default_router(default_graph):
 @pytest.fixture(scope="session")
 def small_graph():
     return load_topology(TOPOLOGIES / "small_2x2.yaml")
+
+
+@pytest.fixture(scope="session")
+def with_sharing(tmp_path_factory):
+    """``with_sharing(name, policy)``: the shipped topology ``name`` with its links shared
+    under ``policy`` (``fabric.sharing``), compiled once per session."""
+    folder = tmp_path_factory.mktemp("sharing")
+    cache = {}
+
+    def build(name: str, policy: str):
+        key = (name, policy)
+        if key not in cache:
+            path = folder / f"{name}_{policy}.yaml"
+            path.write_text(f"schema_version: 1\nextends: {TOPOLOGIES / (name + '.yaml')}\n"
+                            f"name: {name}_{policy}\nfabric: {{sharing: {policy}}}\n")
+            cache[key] = load_topology(path)
+        return cache[key]
+
+    return build

@@ -61,19 +61,23 @@ def _slice(graph, cube, pe, offset=0):
     return PhysAddr.pe_hbm_addr(0, cube, pe, offset, graph.spec.hbm_slice_bytes)
 
 
-def test_two_flows_on_one_route_take_twice_the_drain(default_graph, default_router):
+@pytest.mark.parametrize("policy", ["interleaved", "fifo"])
+def test_two_flows_on_one_route_take_twice_the_drain(with_sharing, policy):
+    graph = with_sharing("default", policy)
     n = 1 * MiB
-    lone = run_alone(default_graph, default_router,
-                     GraphEngine(default_graph, router=default_router).flows.pe_dma_write(
-                         0, 0, 0, _slice(default_graph, 0, 4), n))
-    eng = GraphEngine(default_graph, router=default_router)
-    a = eng.pe_dma_write(0, 0, 0, _slice(default_graph, 0, 4), n)
-    b = eng.pe_dma_write(0, 0, 0, _slice(default_graph, 0, 4, n), n)
+    lone = run_alone(graph, None, GraphEngine(graph).flows.pe_dma_write(
+        0, 0, 0, _slice(graph, 0, 4), n))
+    eng = GraphEngine(graph)
+    a = eng.pe_dma_write(0, 0, 0, _slice(graph, 0, 4), n)
+    b = eng.pe_dma_write(0, 0, 0, _slice(graph, 0, 4, n), n)
     eng.run()
     head = lone.overhead_ns + lone.wire_ns
     makespan = max(a.value.done_ns, b.value.done_ns)
     assert (makespan - head) / (2 * lone.drain_ns) == pytest.approx(1.0, rel=0.05)
-    assert a.value.total_ns == pytest.approx(lone.total_ns)  # the first is not slowed
+    if policy == "fifo":  # whole transfers in turn: the first is not slowed
+        assert a.value.total_ns == pytest.approx(lone.total_ns)
+    else:  # interleaved packets: both take the whole time
+        assert a.value.done_ns == pytest.approx(makespan, rel=1e-9)
 
 
 def test_two_sources_sharing_a_bottleneck_link_serialise(default_graph, default_router):
@@ -124,29 +128,63 @@ def test_eight_pes_reading_their_slices_reach_the_cube_bandwidth(default_graph, 
     assert achieved <= cube_bw
 
 
-def test_one_event_per_transfer_whatever_the_route(default_graph, default_router):
-    eng = GraphEngine(default_graph, router=default_router)
-    far = eng.flows.pe_dma_write(0, 0, 0, _slice(default_graph, 15, 0), 4 * KiB)
-    near = eng.flows.pe_dma_write(0, 0, 0, _slice(default_graph, 0, 0), 4 * KiB)
-    assert len(far.legs[0].nodes) > 10 * len(near.legs[0].nodes) / 2
-    for _ in range(50):
-        eng.submit(far)
-        eng.submit(near)
-    assert len(eng.env._queue) == 100  # one scheduled completion per transfer
-    eng.run()
-    assert eng.submitted == 100 and not eng.env._queue
+def _steps(eng) -> list[int]:
+    """Count the SimPy events ``eng`` processes from now on."""
+    count = [0]
+    step = eng.env.step
+
+    def counted():
+        count[0] += 1
+        step()
+
+    eng.env.step = counted
+    return count
 
 
-def test_same_time_submissions_are_served_in_submission_order(default_graph, default_router):
-    eng = GraphEngine(default_graph, router=default_router)
-    first = eng.pe_dma_write(0, 0, 0, _slice(default_graph, 0, 0), 64 * KiB)
-    second = eng.pe_dma_write(0, 0, 0, _slice(default_graph, 0, 0, 64 * KiB), 64 * KiB)
+@pytest.mark.parametrize("policy", ["interleaved", "fifo"])
+def test_events_per_transfer_do_not_grow_with_the_route(with_sharing, policy):
+    """A transfer costs the same few events over 2 hops or 30, alone or queued."""
+    graph = with_sharing("default", policy)
+    per = {}
+    for where in ("far", "near"):
+        eng = GraphEngine(graph)
+        flow = eng.flows.pe_dma_write(0, 0, 0, _slice(graph, 15 if where == "far" else 0, 0),
+                                      4 * KiB)
+        per[where] = len(flow.legs[0].nodes)
+        count = _steps(eng)
+        events = [eng.submit(flow) for _ in range(100)]  # all at once: they contend
+        eng.run()
+        assert all(ev.triggered for ev in events) and eng.submitted == 100
+        per[where + "_events"] = count[0]
+    assert per["far"] > 5 * per["near"]
+    assert per["far_events"] <= 4 * 100 and per["near_events"] <= 4 * 100
+    assert abs(per["far_events"] - per["near_events"]) <= 10
+
+
+def test_same_time_submissions_are_served_in_submission_order_under_fifo(with_sharing):
+    graph = with_sharing("default", "fifo")
+    eng = GraphEngine(graph)
+    first = eng.pe_dma_write(0, 0, 0, _slice(graph, 0, 0), 64 * KiB)
+    second = eng.pe_dma_write(0, 0, 0, _slice(graph, 0, 0, 64 * KiB), 64 * KiB)
     done = []
     first.callbacks.append(lambda ev: done.append("first"))
     second.callbacks.append(lambda ev: done.append("second"))
     eng.run()
     assert done == ["first", "second"]
     assert first.value.wait_ns == 0.0 and second.value.wait_ns > 0.0
+
+
+def test_same_time_submissions_share_the_route_when_interleaved(default_graph):
+    """Packets of two transfers started together interleave: they finish together, each
+    having lost one drain to the other."""
+    eng = GraphEngine(default_graph)
+    first = eng.pe_dma_write(0, 0, 0, _slice(default_graph, 0, 0), 64 * KiB)
+    second = eng.pe_dma_write(0, 0, 0, _slice(default_graph, 0, 0, 64 * KiB), 64 * KiB)
+    eng.run()
+    a, b = first.value, second.value
+    assert a.done_ns == pytest.approx(b.done_ns, rel=1e-12)
+    assert a.wait_ns == pytest.approx(b.wait_ns, rel=1e-9)
+    assert a.wait_ns == pytest.approx(a.drain_ns, rel=1e-9)
 
 
 def test_data_mode_moves_real_bytes_and_keeps_timing(default_graph, default_router):

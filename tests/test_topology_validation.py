@@ -133,7 +133,7 @@ CASES = [
      "unknown key (allowed: double_buffered_weights, mac_cols, mac_rows, pipelined_folds, "
      "weight_rows_per_cycle)"),
     ("unknown_sharing_policy", setter("fabric.sharing", "round_robin"), "fabric.sharing",
-     "must be one of: fair, fifo"),
+     "must be one of: interleaved, max_min, fifo"),
 ]
 
 

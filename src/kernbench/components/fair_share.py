@@ -1,264 +1,321 @@
-"""Max-min fair sharing of links and HBM slices among concurrent transfers.
+"""Concurrent transfers sharing links and HBM slices as a fluid (``fabric.sharing``).
 
-With ``fabric.sharing: fair`` a transfer's bytes drain through every resource
-on its route at once (a fluid model): the links it crosses and, for HBM, its
-slice. Concurrent transfers share each resource max-min fairly, which is what
-a router that interleaves their packets round-robin gives them: a transfer
-gets an equal share of its tightest resource unless it cannot use it (its own
-cap, or a tighter resource elsewhere on its route), and what it leaves goes to
-the others (progressive filling). IPCQ messages have strict priority: their
-shares are filled first and bulk transfers share what is left
-(docs/adr/0033-fair-shared-links.md).
+A transfer's bytes drain through every resource of its route (the links it
+crosses and, for HBM, its slice); its occupancy is placed where its head
+reaches the route's bottleneck, the rest of its latency follows. Transfers on
+one route and virtual channel form one stream (``fluid_stream``); how streams
+that meet on a resource divide it is a policy (``share_policies``). Work is
+done when a stream starts, stops sending, empties a queue or ends, never per
+packet (docs/adr/0033-fair-shared-links.md):
 
-Work is done only when a transfer starts or finishes, never per packet:
-
-* a transfer that finds every resource of its route idle runs at its cap and
-  needs no event until it completes ("alone"); one that fits in the spare
-  capacity of busy resources changes no one else's share;
-* otherwise the shares of the connected set of transfers (those linked to it
-  through shared resources) are filled again and each changed transfer's
-  drain end is rescheduled.
+* a stream that finds every resource of its route idle runs at its cap
+  ("alone") and changes nobody's rate;
+* otherwise a change is propagated resource by resource, downstream only
+  (queues are unbounded, so a resource never slows what is upstream of it),
+  and stops where rates do not change; each stream whose rates changed gets
+  its next event.
 
 Events live in one heap driven by a single SimPy timer, so a rescheduled
-drain end costs a heap entry, not a SimPy event.
+event costs a heap entry, not a SimPy event.
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
+import math
+from collections import deque
 from collections.abc import Callable
 
-IPCQ, BULK = 0, 1  # service classes, filled in this order
+from kernbench.components.fluid_stream import Member, Stream
+from kernbench.components.share_policies import (
+    BULK,
+    IPCQ,
+    max_min_rates,
+    serve_alone,
+    serve_interleaved,
+)
+
 CLASSES = {"ipcq": IPCQ, "bulk": BULK}
-_EPS = 1e-9  # relative slack for "saturated" and "at its cap"
-_ACTIVATE, _DRAINED, _DONE = 0, 1, 2
+POLICIES = ("interleaved", "max_min")
+_PROPAGATION_BUDGET = 1_000_000  # resources served for one change, at most
+_RATE_TOLERANCE = 1e-12  # relative: smaller changes of a rate are float noise
+_ARRIVE, _STEP = 0, 1
 
 
 class Resource:
     """A shared server: one direction of a link, or an HBM slice."""
 
-    __slots__ = ("name", "capacity", "flows", "load")
+    __slots__ = ("name", "capacity", "inputs")
 
     def __init__(self, name, capacity: float) -> None:
         self.name = name
         self.capacity = capacity  # bytes/ns
-        self.flows: dict[int, Stream] = {}  # active transfers by id (insertion order)
-        self.load = 0.0  # sum of their rates
-
-    def saturated(self) -> bool:
-        return self.load >= self.capacity * (1.0 - _EPS)
-
-
-class Stream:
-    """One transfer's drain: its bytes, route resources, rate and predicted end."""
-
-    __slots__ = ("id", "resources", "cls", "cap", "nbytes", "remaining", "rate", "t_last",
-                 "start", "end", "tail", "done", "version", "alone", "registered")
-
-    def __init__(self, sid: int, resources: tuple, nbytes: float, cap: float, cls: int,
-                 start: float, tail: float, done: Callable[[Stream, float], None]) -> None:
-        self.id = sid
-        self.resources = resources
-        self.cls = cls
-        self.cap = cap  # bytes/ns it can use alone (its slowest resource)
-        self.nbytes = nbytes
-        self.remaining = float(nbytes)
-        self.rate = 0.0
-        self.t_last = start
-        self.start = start
-        self.end = start
-        self.tail = tail  # latency from the last byte leaving to its arrival
-        self.done = done  # called with (stream, arrival time)
-        self.version = 0
-        self.alone = False  # no drain event: nothing shared a resource with it
-        self.registered = False
+        self.inputs: dict[int, tuple[Stream, int]] = {}  # stream id -> (it, hop here)
 
 
 class FairShare:
     """The fluid state of every transfer in flight on one engine."""
 
-    def __init__(self, env) -> None:
+    def __init__(self, env, policy: str = "interleaved") -> None:
+        if policy not in POLICIES:
+            raise ValueError(f"policy must be one of {POLICIES}, got {policy!r}")
         self.env = env
+        self.max_min = policy == "max_min"
+        self._streams: dict = {}  # route key -> its stream while it carries transfers
         self._heap: list[tuple] = []
         self._seq = itertools.count()
         self._ids = itertools.count()
         self._wakes: list[float] = []  # times of the SimPy timers still pending
-        self.refills = 0  # how often shares were filled again (a cost counter)
+        self._waking = False  # serving the heap's due entries now
+        self.updates = 0  # resources served again (a cost counter)
 
-    # -- public --------------------------------------------------------------------------
-    def start(self, resources: tuple, nbytes: int, cap: float, cls: int, at: float,
-              tail: float, done: Callable[[Stream, float], None]) -> Stream:
-        """Drain ``nbytes`` through ``resources`` from ``at`` (>= now); ``done(stream, t)``
-        is called at simulated time t = drain end + ``tail``."""
-        s = Stream(next(self._ids), resources, nbytes, cap, cls, at, tail, done)
+    def start(self, key, resources: tuple, hop_caps: tuple, nbytes: int, cap: float, cls: int,
+              at: float, tail: float, done: Callable) -> Member:
+        """Drain ``nbytes`` through ``resources`` (route order, identified by ``key``)
+        from ``at`` (>= now); ``done(member, t)`` is called when its last byte is
+        delivered, with t = that time + ``tail`` (its arrival, fixed from then on)."""
+        m = Member(nbytes, at, done)
+        route = (key, resources, hop_caps, cap, cls, tail)
         if at <= self.env.now:
-            self._activate(s)
+            self._arrive(route, m)
         else:
-            self._push(at, _ACTIVATE, s)
-        return s
+            self._push(at, _ARRIVE, (route, m), None)
+        return m
 
     # -- the event heap ------------------------------------------------------------------
-    def _push(self, t: float, kind: int, s: Stream) -> None:
-        heapq.heappush(self._heap, (t, next(self._seq), kind, s, s.version))
-        if not self._wakes or t < self._wakes[0]:
-            heapq.heappush(self._wakes, t)
+    def _push(self, t: float, kind: int, obj, version) -> None:
+        heapq.heappush(self._heap, (t, next(self._seq), kind, obj, version))
+        if not self._waking:  # (a wake re-arms the timer once, when it is done)
+            self._arm()
+
+    def _arm(self) -> None:
+        """Keep a SimPy timer pending at the earliest live entry of the heap."""
+        heap, wakes = self._heap, self._wakes
+        while heap and heap[0][4] is not None and heap[0][4] != heap[0][3].version:
+            heapq.heappop(heap)  # rescheduled since: drop it before it costs a timer
+        if heap and (not wakes or heap[0][0] < wakes[0]):
+            t = heap[0][0]
+            heapq.heappush(wakes, t)
             self.env.timeout(t - self.env.now).callbacks.append(self._wake)
 
     def _wake(self, _event) -> None:
         now = self.env.now
         heapq.heappop(self._wakes)
         heap = self._heap
-        while heap and heap[0][0] <= now:
-            _, _, kind, s, version = heapq.heappop(heap)
-            if version != s.version:
-                continue  # rescheduled since
-            if kind == _ACTIVATE:
-                self._activate(s)
-            elif kind == _DRAINED:
-                self._drained(s)
-            else:
-                self._finish(s)
-        if heap and (not self._wakes or heap[0][0] < self._wakes[0]):
-            t = heap[0][0]
-            heapq.heappush(self._wakes, t)
-            self.env.timeout(t - now).callbacks.append(self._wake)
+        self._waking = True
+        try:
+            while heap and heap[0][0] <= now:
+                _, _, kind, obj, version = heapq.heappop(heap)
+                if kind == _STEP:
+                    if version == obj.version:  # else rescheduled since
+                        self._step(obj)
+                else:
+                    self._arrive(*obj)
+        finally:
+            self._waking = False
+        self._arm()
 
-    # -- arrivals and departures -----------------------------------------------------------
-    def _activate(self, s: Stream) -> None:
+    # -- arrivals, steps, departures -------------------------------------------------------
+    def _arrive(self, route: tuple, m: Member) -> None:
+        """A transfer starts draining: it joins its route's stream, or starts one."""
         now = self.env.now
-        s.t_last = now
-        alone = True
-        fits = True
-        for r in s.resources:
-            if r.flows:
-                self._retire_finished(r, now)
-            if r.flows:
-                alone = False
-                if r.capacity - r.load < s.cap * (1.0 + _EPS):
-                    fits = False
-        self._register(s)
-        if alone or fits:  # nobody's share changes
-            s.rate = s.cap
-            s.end = now + s.remaining / s.cap
-            if alone:
-                s.alone = True
-                self._push(s.end + s.tail, _DONE, s)
-                return
-            self._share_with(s)
-            self._push(s.end, _DRAINED, s)
+        key, resources, hop_caps, cap, cls, tail = route
+        s = self._streams.get(key)
+        if s is not None:
+            s.settle(now)
+            if s.add(m) and not s.alone:  # its source had stopped: it sends again
+                self._changed(now, [s.resources[0]], {s.id: s})
+            else:
+                self._reschedule(now, {s.id: s})
             return
-        self._refill(s.resources)
-
-    def _share_with(self, s: Stream) -> None:
-        """Transfers that ran alone on ``s``'s resources now share them: their departure
-        matters to others, so they get drain events (their rates are unchanged)."""
-        for r in s.resources:
-            for f in r.flows.values():
+        s = self._streams[key] = Stream(next(self._ids), key, resources, hop_caps, cap, cls,
+                                        tail, now)
+        s.alone = all(not r.inputs for r in resources)
+        s.add(m)
+        self._register(s)
+        if s.alone:
+            s.arr = [cap] * len(resources)
+            s.out = list(s.arr)
+            self._reschedule(now, {s.id: s})
+            return
+        joined = {s.id: s}
+        for r in resources:
+            for f, _ in list(r.inputs.values()):
                 if f.alone:
-                    f.alone = False
-                    f.version += 1
-                    self._push(f.end, _DRAINED, f)
+                    self._join(f, now)
+                    joined[f.id] = f
+        # serving each newcomer's first resource reaches the rest of its route
+        self._changed(now, [f.resources[0] for f in joined.values()], joined)
 
-    def _drained(self, s: Stream) -> None:
-        """``s`` has sent its last byte: free its share, then deliver after its tail."""
-        was_tight = [r for r in s.resources if r.saturated()]
-        self._unregister(s)
-        s.remaining = 0.0
-        tight = [r for r in was_tight if r.flows]
-        if tight:
-            self._refill(tight)
-        self._push(self.env.now + s.tail, _DONE, s)
+    @staticmethod
+    def _join(f: Stream, now: float) -> None:
+        """A stream that ran alone gets company: it keeps its transfers, not its rates."""
+        f.settle(now)
+        f.alone = False
+        n = len(f.resources)
+        f.arr = [f.resources[0].capacity if f.sending else 0.0] + [0.0] * (n - 1)
+        f.out = [0.0] * n
+        f.version += 1
 
-    def _finish(self, s: Stream) -> None:
-        if s.registered:  # ran alone: retired only now
+    def _step(self, s: Stream) -> None:
+        """Something of ``s`` ran out: a transfer sent or delivered, its source, a queue."""
+        now = self.env.now
+        s.settle(now)
+        for m in s.delivered_members():  # its arrival time is fixed now: tell at once
+            m.done(m, now + s.tail)
+        if s.empty:
             self._unregister(s)
-        s.done(s, self.env.now)
-
-    def _retire_finished(self, r: Resource, now: float) -> None:
-        """Drop transfers that ran alone and have drained by ``now`` (retired lazily)."""
-        for f in [f for f in r.flows.values() if f.alone and f.end <= now]:
-            self._unregister(f)
+            del self._streams[s.key]
+            s.version += 1
+            if not s.alone:
+                self._changed(now, s.resources, {})
+            return
+        if s.pending:
+            s.pending = False
+            self._changed(now, s.resources, {s.id: s})
+        else:
+            self._reschedule(now, {s.id: s})
 
     def _register(self, s: Stream) -> None:
         s.registered = True
-        for r in s.resources:
-            r.flows[s.id] = s
+        for k, r in enumerate(s.resources):
+            r.inputs[s.id] = (s, k)
 
     def _unregister(self, s: Stream) -> None:
         s.registered = False
         for r in s.resources:
-            del r.flows[s.id]
-            r.load -= s.rate
-            if not r.flows:
-                r.load = 0.0  # no drift left behind by float sums
+            del r.inputs[s.id]
 
-    # -- filling the shares ------------------------------------------------------------------
-    def _refill(self, seeds) -> None:
-        """Fill the shares of every transfer connected to ``seeds`` again."""
-        self.refills += 1
-        now = self.env.now
-        flows: dict[int, Stream] = {}
-        resources: dict[int, Resource] = {}
-        todo = list(seeds)
-        while todo:
-            r = todo.pop()
-            if id(r) in resources:
+    # -- propagating a change -------------------------------------------------------------
+    def _changed(self, now: float, dirty, touched: dict[int, Stream]) -> None:
+        """Serve the ``dirty`` resources again and what their changes reach downstream;
+        reschedule every stream whose rates changed (and those in ``touched``)."""
+        if self.max_min:
+            self._max_min(now, dirty, touched)
+            return
+        queue = deque()
+        marked: set[int] = set()
+        for r in dirty:
+            if id(r) not in marked:
+                marked.add(id(r))
+                queue.append(r)
+        budget = _PROPAGATION_BUDGET  # a cycle of routes must not loop for ever
+        while queue:
+            budget -= 1
+            if not budget:
+                raise RuntimeError("link sharing did not settle: the rates of routes that "
+                                   "form a cycle keep changing")
+            r = queue.popleft()
+            marked.discard(id(r))
+            for f, k in self._serve(r, now, touched):
+                touched[f.id] = f
+                nxt = _walk(f, k)
+                if nxt is not None and id(nxt) not in marked:
+                    marked.add(id(nxt))
+                    queue.append(nxt)
+        self._reschedule(now, touched)
+
+    def _serve(self, r: Resource, now: float, touched: dict[int, Stream]) -> list:
+        """Set the out rates of ``r``'s inputs; return the inputs whose rate changed
+        (inputs that ran out of something while settling join ``touched``)."""
+        self.updates += 1
+        inputs = r.inputs
+        for f, _ in inputs.values():
+            if f.t_last != now:
+                f.settle(now)
+            if f.pending:
+                touched[f.id] = f
+        if len(inputs) == 1:  # its own resource: it passes, or queues beyond capacity
+            (f, k), = inputs.values()
+            rate = serve_alone(f, k, r.capacity)
+            if not _differs(rate, f.out[k]):
+                return []
+            f.out[k] = rate
+            return [(f, k)]
+        changed = []
+        left = r.capacity
+        for cls in (IPCQ, BULK):
+            group = [x for x in inputs.values() if x[0].cls == cls]
+            if not group:
                 continue
-            resources[id(r)] = r
-            for f in r.flows.values():
-                if f.id not in flows:
-                    flows[f.id] = f
-                    todo.extend(x for x in f.resources if id(x) not in resources)
-        for f in flows.values():  # bytes sent at the old rates
-            f.remaining = max(0.0, f.remaining - f.rate * (now - f.t_last))
-            f.t_last = now
-        order = sorted(flows.values(), key=lambda f: f.id)
-        rates = max_min_rates(order, list(resources.values()))
-        for r in resources.values():
-            r.load = 0.0
-        for f in order:
-            rate = rates[f.id]
-            for r in f.resources:
-                r.load += rate
-            end = now + f.remaining / rate if rate > 0.0 else float("inf")
-            if rate == f.rate and end == f.end and not f.alone:
+            for (f, k), rate in zip(group, serve_interleaved(group, left), strict=True):
+                left -= rate
+                if _differs(rate, f.out[k]):
+                    f.out[k] = rate
+                    changed.append((f, k))
+        return changed
+
+    def _reschedule(self, now: float, touched: dict[int, Stream]) -> None:
+        for f in touched.values():
+            if not f.registered:
                 continue
-            f.rate, f.end, f.alone = rate, end, False
             f.version += 1
-            if rate > 0.0:
-                self._push(end, _DRAINED, f)
+            f.refresh()
+            dt = f.next_event()
+            if dt == float("inf"):
+                continue
+            t = now + dt
+            if dt > 0.0 and t <= now:  # too small to move the clock: the next float
+                t = math.nextafter(now, math.inf)
+            self._push(t, _STEP, f, f.version)
+
+    def _max_min(self, now: float, seeds, touched: dict[int, Stream]) -> None:
+        """Max-min policy: set the rates of the whole connected set again."""
+        flows, resources = _connected(seeds)
+        self.updates += len(resources)
+        for f in flows:
+            f.settle(now)
+            f.pending = False
+        rates = max_min_rates([f for f in flows if f.sending or f.sent], resources)
+        for f in flows:
+            rate = rates.get(f.id, 0.0)
+            f.arr = [rate] * len(f.resources)
+            f.out = list(f.arr)
+            touched[f.id] = f
+        self._reschedule(now, touched)
 
 
-def max_min_rates(flows: list[Stream], resources: list[Resource]) -> dict[int, float]:
-    """Progressive filling, IPCQ class first: every unfrozen transfer's rate rises
-    together until a resource it uses is full or it reaches its cap; bulk transfers
-    then fill what the IPCQ class left."""
-    residual = {id(r): r.capacity for r in resources}
-    rates: dict[int, float] = {}
-    for cls in (IPCQ, BULK):
-        unfrozen = [f for f in flows if f.cls == cls]
-        users: dict[int, int] = {}
-        for f in unfrozen:
-            for r in f.resources:
-                users[id(r)] = users.get(id(r), 0) + 1
-        caps = {id(r): r.capacity for r in resources}
-        level = 0.0
-        while unfrozen:
-            step = min(residual[k] / n for k, n in users.items() if n)
-            step = max(0.0, min(step, min(f.cap for f in unfrozen) - level))
-            level += step
-            for k, n in users.items():
-                if n:
-                    residual[k] -= step * n
-            still = []
-            for f in unfrozen:
-                if f.cap - level <= _EPS * f.cap or any(
-                        residual[id(r)] <= _EPS * caps[id(r)] for r in f.resources):
-                    rates[f.id] = level
-                    for r in f.resources:
-                        users[id(r)] -= 1
-                else:
-                    still.append(f)
-            unfrozen = still
-    return rates
+def _walk(f: Stream, k: int) -> Resource | None:
+    """Carry ``f``'s new rate out of hop ``k`` down its route: through resources it has
+    to itself directly, up to the first one it shares (returned, to be served)."""
+    resources, arr, out, weight = f.resources, f.arr, f.out, f.weight
+    rate = out[k]
+    for j in range(k + 1, len(resources)):
+        if not _differs(arr[j], rate):
+            return None
+        arr[j] = rate
+        if rate > 0.0:
+            weight[j] = rate
+        r = resources[j]
+        if len(r.inputs) > 1:
+            return r
+        rate = serve_alone(f, j, r.capacity)
+        if not _differs(rate, out[j]):
+            return None
+        out[j] = rate
+    return None
+
+
+def _differs(a: float, b: float) -> bool:
+    """Rates that differ by more than float noise (a change worth propagating: routes
+    that form a cycle would otherwise pass rounding errors round for ever)."""
+    return abs(a - b) > _RATE_TOLERANCE * max(abs(a), abs(b))
+
+
+def _connected(seeds) -> tuple[list[Stream], list[Resource]]:
+    """The streams linked to ``seeds`` through shared resources (by id) and their
+    resources, in a deterministic order."""
+    flows: dict[int, Stream] = {}
+    resources: dict[int, Resource] = {}
+    todo = list(seeds)
+    while todo:
+        r = todo.pop()
+        if id(r) in resources:
+            continue
+        resources[id(r)] = r
+        for f, _ in r.inputs.values():
+            if f.id not in flows:
+                flows[f.id] = f
+                todo.extend(x for x in f.resources if id(x) not in resources)
+    return sorted(flows.values(), key=lambda f: f.id), list(resources.values())

@@ -8,9 +8,10 @@ or ``"ipcq"``). How concurrent transfers share a link is the topology's
 * ``fifo``: a transfer books each link's busy timeline when it is sent
   (``Fabric.book``; IPCQ on its own virtual channel, ``Fabric.book_ipcq``),
   so its completion time is known at once;
-* ``fair``: its bytes drain through its route's resources at a max-min fair
-  share (``fair_share.FairShare``); the completion is pending until the last
-  byte arrives, because a transfer that starts later slows it down.
+* ``interleaved`` or ``max_min``: its bytes drain through its route's
+  resources as a fluid, sharing them with concurrent transfers under that
+  policy (``fair_share``, ``share_policies``); the completion is pending until
+  the last byte arrives, because a transfer that starts later slows it down.
 
 A send returns a :class:`Completion` either way; code that consumes it uses
 ``Completion.then`` and runs at once when the time is known. A send may name
@@ -30,7 +31,7 @@ from kernbench.components.fair_share import CLASSES, FairShare, Resource
 from kernbench.components.flows import FlowSpec
 from kernbench.isa.handles import Completion
 
-SHARING = ("fair", "fifo")
+SHARING = ("interleaved", "max_min", "fifo")
 
 
 class _Mailbox:
@@ -55,7 +56,7 @@ class Transport:
         self.env = env
         self.fabric = fabric
         self.sharing = sharing
-        self.fair = FairShare(env) if sharing == "fair" else None
+        self.fair = FairShare(env, sharing) if sharing != "fifo" else None
         self._resources: dict[tuple[str, ...], tuple[Resource, ...]] = {}
         self._slices: dict[str, Resource] = {}
         self._links: dict[tuple[str, str], Resource] = {}
@@ -94,9 +95,12 @@ class Transport:
             if seq is not None:
                 self._deliver(self._mail[mailbox], seq, payload)
 
+        if on_arrival is None and seq is None:
+            arrive = None  # nothing lands anywhere: no delivery to schedule
+
         if self.fair is None:
             done = self._book(flow, at, vc, timing)
-            if on_arrival is not None or seq is not None:
+            if arrive is not None:
                 self.schedule(max(done, self.env.now), lambda: arrive(done))
             return Completion(done, label=flow.kind)
         comp = Completion(label=flow.kind)
@@ -163,9 +167,11 @@ class Transport:
         return t
 
     # -- fair: resources of a leg ----------------------------------------------------------
-    def resources(self, nodes: tuple[str, ...], hbm_node: str | None) -> tuple[Resource, ...]:
-        """The shared resources a leg's bytes cross: its links, then its HBM slice."""
-        key = (*nodes, hbm_node or "")
+    def resources(self, nodes: tuple[str, ...], hbm_node: str | None,
+                  hbm_first: bool = False) -> tuple[Resource, ...]:
+        """The shared resources a leg's bytes cross, in route order: its links, and its
+        HBM slice first (a read) or last (a write)."""
+        key = (nodes, hbm_node, hbm_first)
         hit = self._resources.get(key)
         if hit is None:
             links = []
@@ -179,7 +185,7 @@ class Transport:
                 if r is None:
                     r = self._slices[hbm_node] = Resource(hbm_node,
                                                           self.fabric.hbm[hbm_node].bw_gbs)
-                links.append(r)
+                links.insert(0 if hbm_first else len(links), r)
             hit = self._resources[key] = tuple(links)
         return hit
 
@@ -217,34 +223,62 @@ class _FairSend:
                 t, i = end, i + 1
                 continue
             paid = plan.overhead_ns - (plan.overheads[0] if continues else 0.0)
-            cap = plan.bottleneck_gbs
-            resources = tr.resources(nodes, hbm_node)
-            if hbm_node:
+            hbm_first = legs[i].hbm_at_start
+            resources = tr.resources(nodes, hbm_node, hbm_first)
+            cap, hop_caps = plan.bottleneck_gbs, (float("inf"),) * len(resources)
+            if hbm_node:  # a transfer covering few pseudo-channels gets only theirs
                 hbm = fabric.hbm[hbm_node]
                 hbm.bytes_served += nbytes
-                _, touched = hbm.shares(off, nbytes)
-                channel_ns = max(d for _, d in touched)
-                cap = min(cap, nbytes / channel_ns)
+                channel_cap = nbytes / max(d for _, d in hbm.shares(off, nbytes)[1])
+                cap = min(cap, channel_cap)
+                at = 0 if hbm_first else len(resources) - 1
+                hop_caps = hop_caps[:at] + (channel_cap,) + hop_caps[at + 1:]
             fabric.carry(plan, nbytes)
             if not resources:  # one node, no memory: nothing to drain
                 t, i = t + paid, i + 1
                 continue
+            # the route's latency first, then the bytes (as flow-level models time a
+            # message): two transfers meet on a link only if their bytes do
             head = paid + plan.wire_ns
-            tr.fair.start(resources, nbytes, cap, self.cls, t, head,
-                          lambda s, end, i=i, plan=plan, head=head: self._leg_done(
-                              i, s, end, plan, head))
+            lead = _lead_ns(plan, continues, hbm_node, hbm_first, cap)
+            tail = head - lead
+            tr.fair.start((id(resources), hop_caps, self.cls, tail), resources, hop_caps,
+                          nbytes, cap, self.cls, t + lead, tail,
+                          lambda m, end, i=i, plan=plan, t0=t, cap=cap, tail=tail:
+                          self._leg_done(i, m, t0, end, plan, cap, tail))
             return
         self._finish(t)
 
-    def _leg_done(self, i: int, s, end: float, plan, head: float) -> None:
+    def _leg_done(self, i: int, m, t0: float, end: float, plan, cap: float,
+                  tail: float) -> None:
         """A data leg has arrived: record it (the time lost to sharing is its wait) and
         start the next leg."""
         if self.timing is not None:
-            drain = s.nbytes / s.cap
-            lost = max(0.0, end - s.start - head - drain)
-            self.timing.append((plan, s.start, end, lost, drain, s.cap, ()))
+            drain = m.nbytes / cap
+            lost = end - tail - m.start - drain
+            lost = lost if lost > 1e-9 * end else 0.0  # alone: nothing lost but rounding
+            self.timing.append((plan, t0, end, lost, drain, cap, ()))
         self.advance(i + 1, end)
 
     def _finish(self, t: float) -> None:
-        self.arrive(t)
+        """The last leg's arrival is fixed (it may lie ahead): the completion says so at
+        once; deliveries (bytes landing, mailboxes) happen at that time."""
+        tr, arrive = self.transport, self.arrive
+        if arrive is not None:
+            if t > tr.env.now:
+                tr.schedule(t, lambda: arrive(t))
+            else:
+                arrive(t)
         self.comp.complete(t)
+
+
+def _lead_ns(plan, continues: bool, hbm_node, hbm_first: bool, cap: float) -> float:
+    """Latency from a leg's start to its bottleneck: where its bytes drain at the
+    rate it gets, so where its occupancy window is placed (the slowest link, or the
+    HBM slice when the channels it covers are slower)."""
+    first = 0.0 if continues else plan.overheads[0]
+    if hbm_node and cap < plan.bottleneck_gbs:
+        return first if hbm_first else plan.overhead_ns - (0.0 if not continues else
+                                                           plan.overheads[0]) + plan.wire_ns
+    i = plan.bws.index(plan.bottleneck_gbs)
+    return first + sum(plan.wires[:i]) + sum(plan.overheads[1:i + 1])

@@ -15,12 +15,16 @@ reference``. Shared by ``benchmarks/fabric_reference.py`` and the paper pipeline
 
 from __future__ import annotations
 
+import functools
 import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
-from kernbench.components.flows import FlowBuilder, FlowSpec
+from kernbench.ccl.algorithms.torus2d import Torus2d
+from kernbench.ccl.group import Group
+from kernbench.components.flows import FlowBuilder, FlowSpec, LegSpec
 from kernbench.errors import UsageError
 from kernbench.policy.address.phys_addr import PhysAddr
 from kernbench.policy.routing import PathRouter
@@ -28,6 +32,7 @@ from kernbench.probes.catalog import build_catalog, find_case
 from kernbench.probes.probe import SWEEP_SIZES
 from kernbench.sim_engine.engine import GraphEngine
 from kernbench.sim_engine.packet_reference import PacketReference
+from kernbench.topology import load_topology
 from kernbench.topology.graph import TopologyGraph
 from kernbench.units import KiB
 
@@ -197,7 +202,48 @@ def _mesh_crossing(graph: TopologyGraph, fb: FlowBuilder, nbytes: int) -> tuple[
                  for i, (sc, sp, dc, dp) in enumerate(pairs))
 
 
-SCENARIOS = ("two-flows-one-link", "eight-flows-one-link", "hbm-hot-spot", "mesh-crossing")
+def _slice_read_write(graph: TopologyGraph, fb: FlowBuilder, nbytes: int) -> tuple[FlowSpec, ...]:
+    """Every PE of CUBE 0 reads PE 0's HBM slice while PE 0 of CUBE 1 writes it: reads
+    leave the slice first, the write arrives last, and the slice serves both."""
+    reads = tuple(fb.pe_dma_read(0, 0, pe, _pe_hbm(graph, 0, 0, pe * nbytes), nbytes)
+                  for pe in range(graph.spec.pes_per_cube))
+    cube = 1 % graph.spec.cubes_per_sip
+    write = fb.pe_dma_write(0, cube, 0, _pe_hbm(graph, 0, 0, len(reads) * nbytes), nbytes)
+    return (*reads, write)
+
+
+def row_step_flows(graph: TopologyGraph, nbytes: int) -> tuple[FlowSpec, ...]:
+    """One torus2d all-reduce row step: every rank sends ``nbytes`` to its ``row_next``
+    neighbour at once, over the IPCQ message routes (rows wrap across SIPs)."""
+    tables = Torus2d(Group.from_spec(graph.spec)).directions()
+    fb = builder(graph).flows
+    out = []
+    for a, table in sorted(tables.items()):
+        if "row_next" in table:
+            nodes = fb.ipcq_message(a, table["row_next"], "tcm")
+            out.append(FlowSpec("ipcq_message", nodes[1], nbytes,
+                                (LegSpec("data", nodes, nbytes),), nodes[0], nodes[-1]))
+    return tuple(out)
+
+
+ROW_STEP_TOPOLOGY = "sips6_mesh.yaml"  # 2 x 3 SIPs without wrap links, next to the given file
+ROW_STEP_BYTES = 4 * KiB  # one IPCQ slot per message
+SCENARIOS = ("two-flows-one-link", "eight-flows-one-link", "hbm-hot-spot", "mesh-crossing",
+             "torus2d-row-step", "slice-read-write")
+
+
+def scenario_graph(graph: TopologyGraph, name: str) -> TopologyGraph:
+    """The topology a scenario runs on: ``graph``, except the row step, which needs SIP
+    rows that wrap across an intermediate SIP (``sips6_mesh.yaml`` beside ``graph``'s
+    file, with ``graph``'s link sharing)."""
+    if name != "torus2d-row-step":
+        return graph
+    return _mesh_for(Path(graph.spec.source).parent / ROW_STEP_TOPOLOGY, graph.spec.sharing)
+
+
+@functools.cache
+def _mesh_for(path: Path, sharing: str) -> TopologyGraph:
+    return load_topology(path, {"fabric.sharing": sharing})
 
 
 def scenario(graph: TopologyGraph, name: str, nbytes: int = CONTENDED_BYTES,
@@ -221,6 +267,14 @@ def scenario(graph: TopologyGraph, name: str, nbytes: int = CONTENDED_BYTES,
     if name == "mesh-crossing":
         return Scenario(name, "W<->E and N<->S across the UCIe mesh, corner to corner across "
                         "CUBE 0's NoC", _mesh_crossing(graph, fb, nbytes))
+    if name == "torus2d-row-step":
+        mesh = scenario_graph(graph, name)
+        return Scenario(name, f"torus2d row step on {mesh.spec.name}: every rank sends "
+                        f"{ROW_STEP_BYTES // KiB} KiB to its row neighbour, wrapping across a "
+                        f"SIP", row_step_flows(mesh, ROW_STEP_BYTES))
+    if name == "slice-read-write":
+        return Scenario(name, f"all {pes} PEs of CUBE 0 read PE 0's HBM slice while a PE of "
+                        f"another CUBE writes it", _slice_read_write(graph, fb, nbytes))
     raise UsageError(f"unknown scenario {name!r} (known: {', '.join(SCENARIOS)})")
 
 
@@ -233,6 +287,9 @@ def scenarios(graph: TopologyGraph, nbytes: int = CONTENDED_BYTES,
 def compare(graph: TopologyGraph, scenario: Scenario, *, packet_bytes: int = 256,
             hbm: str = "slice", router: PathRouter | None = None) -> ScenarioAccuracy:
     """Run one scenario on both models and compare makespan and mean completion."""
+    target = scenario_graph(graph, scenario.name)
+    if target is not graph:  # the row step runs on its own topology (and its own router)
+        graph, router = target, None
     a = run_analytic(graph, scenario.flows, router)
     r = run_reference(graph, scenario.flows, packet_bytes, hbm)
     n = len(scenario.flows)

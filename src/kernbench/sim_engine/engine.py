@@ -247,12 +247,13 @@ class GraphEngine:
             return event
         event = self.env.event()
 
-        def arrived(c) -> None:
+        def arrived() -> None:
             if store is not None:
                 store.write(dst[0], dst[1], payload)
-            event.succeed(record(c.done_at))
+            event.succeed(record(comp.done_at))
 
-        comp.then(arrived)
+        # the event fires when the flow arrives (its time may be known a little earlier)
+        comp.then(lambda c: self.transport.schedule(c.done_at, arrived))
         return event
 
     def run(self, until: float | simpy.Event | None = None) -> None:

@@ -202,8 +202,9 @@ def compile_topology(spec: TopologySpec, mesh: CubeMesh) -> TopologyGraph:
     return _GraphBuilder(spec, mesh).build()
 
 
-def load_topology(path: str | Path) -> TopologyGraph:
-    """Validate ``path``, reuse or regenerate its cube mesh, and compile the graph."""
-    spec = load_spec(path)
+def load_topology(path: str | Path, overrides: dict | None = None) -> TopologyGraph:
+    """Validate ``path`` (with ``overrides``: dotted key -> value, applied after its
+    ``extends`` chain), reuse or regenerate its cube mesh, and compile the graph."""
+    spec = load_spec(path, overrides)
     mesh = ensure_mesh(spec.geometry, spec.source).mesh
     return compile_topology(spec, mesh)

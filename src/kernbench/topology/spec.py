@@ -271,12 +271,30 @@ def _check_semantics(d: dict, src: str) -> None:
         raise ConfigError(src, "pe.mmu.page_size", f"must be a power of two, got {ps}")
 
 
+def _override(doc: dict, dotted: str, value: Any, src: str) -> dict:
+    """``doc`` with the key at ``dotted`` set to ``value`` (its parents must exist)."""
+    *parents, last = dotted.split(".")
+    out = dict(doc)
+    node = out
+    for i, key in enumerate(parents):
+        child = node.get(key)
+        if not isinstance(child, dict):
+            raise ConfigError(src, ".".join(parents[:i + 1]),
+                              f"cannot override {dotted!r}: no such section")
+        node[key] = dict(child)
+        node = node[key]
+    node[last] = value
+    return out
+
+
 def _wire(d: dict) -> Wire:
     return Wire(float(d["bw_gbs"]), float(d["distance_mm"]), float(d["ns_per_mm"]))
 
 
-def load_spec(path: str | Path) -> TopologySpec:
-    """Load, merge, validate and freeze a topology file."""
+def load_spec(path: str | Path, overrides: dict[str, Any] | None = None) -> TopologySpec:
+    """Load, merge, validate and freeze a topology file. ``overrides`` (dotted key ->
+    value, e.g. ``{"fabric.sharing": "fifo"}``) are applied to the merged document
+    before validation: a derived topology, with its own content hash."""
     p = Path(path).expanduser()
     if not p.exists():
         raise ConfigError(str(path), "", "topology file not found")
@@ -285,6 +303,8 @@ def load_spec(path: str | Path) -> TopologySpec:
     p = p.resolve()
     doc, chain = _load_chain(p, display=str(path))
     src = str(path)
+    for key, value in sorted((overrides or {}).items()):
+        doc = _override(doc, key, value, src)
     validate(doc, _schema(), src)
     _check_semantics(doc, src)
     return _freeze(doc, p, chain)

@@ -10,24 +10,11 @@ packet-level reference time the same flows; the makespan error is reported
 
 from __future__ import annotations
 
-from kernbench.ccl.algorithms.torus2d import Torus2d
-from kernbench.ccl.group import Group
-from kernbench.components.flows import FlowSpec, LegSpec
 from kernbench.probes import fabric_accuracy as fa
-from kernbench.sim_engine.engine import GraphEngine
 
 
-def row_step_flows(graph, chunk_bytes: int) -> list[FlowSpec]:
-    tables = Torus2d(Group.from_spec(graph.spec)).directions()
-    flows = GraphEngine(graph).flows
-    out = []
-    for a, table in sorted(tables.items()):
-        if "row_next" not in table:
-            continue
-        nodes = flows.ipcq_message(a, table["row_next"], "tcm")
-        out.append(FlowSpec("ipcq_message", nodes[1], chunk_bytes,
-                            (LegSpec("data", nodes, chunk_bytes),), nodes[0], nodes[-1]))
-    return out
+def row_step_flows(graph, chunk_bytes: int):
+    return list(fa.row_step_flows(graph, chunk_bytes))
 
 
 def row_step_accuracy(graph, chunk_bytes: int, packet_bytes: int) -> dict:

@@ -27,4 +27,5 @@ rule all:
         rules.paper.output.pdf,
         rules.site.output.index,
         TABLES,
+        SENSITIVITY,
         FIGURES,

@@ -1,5 +1,6 @@
 """BusyTimeline: gap-aware booking of a serial resource."""
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -116,12 +117,21 @@ def test_extend_equals_reserving_each_run():
 
 
 def test_extend_refuses_runs_before_the_last_booking():
-    import pytest
 
     t = BusyTimeline()
     t.reserve(0.0, 10.0)
     with pytest.raises(ValueError, match="overlaps"):
         t.extend([5.0], [6.0], 1.0)
+
+
+def test_a_booking_older_than_now_is_refused():
+    """``now`` promises that nothing will be booked before it, which is what lets the
+    timeline forget finished intervals; breaking the promise is a bug, not a gap to fill
+    (a PE's engines pass ``PeOps.floor``, the CPU's clock when the kernel runs behind)."""
+    t = BusyTimeline()
+    t.book(10.0, 5.0, 0.0)
+    with pytest.raises(RuntimeError, match="older than"):
+        t.book(11.0, 1.0, 20.0)
 
 
 # -- the one booking fast path against a plain reference --------------------------------------

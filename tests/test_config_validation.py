@@ -105,13 +105,21 @@ def test_sweep_expands_topology_x_workload_x_variant():
     sweep = load_sweep_file(ROOT / "config" / "config.yaml", ROOT)
     # transfer: 16 probe flows on each 4x4 topology (each sweeping 5 sizes), 2 variants,
     # 2 topologies; gemm: 24 shapes x 6 variants on one topology
-    transfer = [j for j in sweep.jobs if j.experiment == "transfer"]
+    default = [j for j in sweep.jobs if j.setting is None]  # not a sensitivity rerun
+    transfer = [j for j in default if j.experiment == "transfer"]
     assert len(transfer) == 2 * 2  # the flows of a topology share a job per variant
     assert sum(len(j.points) for j in transfer) == 2 * 16 * 2
-    gemm = [j for j in sweep.jobs if j.experiment == "gemm"]
-    assert len(gemm) == 3 * 6  # a job per shape group (decode, prefill, synthetic) x variant
+    gemm = [j for j in default if j.experiment == "gemm"]
+    assert len(gemm) == 3 * 7  # a job per shape group (decode, prefill, synthetic) x variant
     points = sorted((j.variant, wid) for j in gemm for wid, _ in j.points)
-    assert len(points) == len(set(points)) == 24 * 6  # every point once
+    assert len(points) == len(set(points)) == 24 * 7  # every point once
+    # sensitivity reruns: the contention variant of each topology once more, under FIFO links
+    reruns = [j for j in sweep.jobs if j.experiment == "transfer" and j.setting]
+    assert sorted(j.output for j in reruns) == [
+        f"results/raw/transfer/{t}/flows/contention@links-fifo.json"
+        for t in ("default", "llama70b_4sip")]
+    assert all(j.base == j.output.replace("@links-fifo", "") for j in reruns)
+    assert all(j.slice["variant"]["overrides"] == {"fabric.sharing": "fifo"} for j in reruns)
     from kernbench.experiments.allreduce import sweep_sizes
     assert sweep_sizes({"min": "16B", "max": "96KiB", "between": False}, "c") == [
         16 << i for i in range(13)] + [98304]  # doubling to 64 KiB, then the maximum
@@ -163,6 +171,9 @@ def test_batch_points_false_gives_every_point_its_own_job(tmp_path):
     path = tmp_path / "unbatched.yaml"
     path.write_text(yaml.safe_dump(mutate(lambda d: d.update(batch_points=False))))
     sweep = load_sweep_file(path, ROOT)
-    transfer = [j for j in sweep.jobs if j.experiment == "transfer"]
+    transfer = [j for j in sweep.jobs if j.experiment == "transfer" and not j.setting]
     assert len(transfer) == 2 * 16 * 2 and all("workload" in j.slice for j in transfer)
-    assert len([j for j in sweep.jobs if j.experiment == "gemm"]) == 24 * 6
+    assert len([j for j in sweep.jobs if j.experiment == "gemm" and not j.setting]) == 24 * 7
+    # a sensitivity run that names a batch ("decode-shapes") still finds its points
+    reruns = [j for j in sweep.jobs if j.experiment == "gemm" and j.setting == "array-w4"]
+    assert len(reruns) == 10 + 10 + 10  # composite: decode and prefill; held-a: decode

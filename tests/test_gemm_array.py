@@ -119,3 +119,43 @@ def test_the_engine_charges_the_array_model(tmp_path):
     ovh = graph.spec.pe.overhead_ns["pe_gemm"]
     assert gemm[0].duration == pytest.approx(99 + ovh)
     np.testing.assert_allclose(ctx.to_numpy(c), av @ bv.astype(np.float32), rtol=1e-5)
+
+
+@pytest.mark.parametrize("topology, expected", [
+    # SCALE-Sim's array: a B block costs L + m + R + C - 2 = 95 cycles for one row of A,
+    # an A block (n = 256 columns streamed through it) 32 + 256 + 62 = 350
+    ("scalesim_ws.yaml", {"b": 4 * 8 * 95, "a": 4 * 1 * 350, "auto": 4 * 1 * 350}),
+    # the ideal array: a B block costs max(m, 1) = 1 cycle, an A block 256
+    ("array_ideal.yaml", {"b": 4 * 8 * 1, "a": 4 * 1 * 256, "auto": 4 * 8 * 1}),
+])
+@pytest.mark.parametrize("stationary", ["b", "a", "auto"])
+def test_a_composite_holds_the_operand_it_is_told_or_the_cheaper_one(topology, expected,
+                                                                      stationary):
+    """(1, 128, 256) with both operands in TCM: holding A walks one supertile as wide as
+    the product, so each A block loads once and all 256 columns of B stream through it."""
+    from kernbench.runtime_api import RuntimeContext
+    from kernbench.sim_engine import GraphEngine
+    from kernbench.topology import load_topology
+    from tests.conftest import TOPOLOGIES
+
+    graph = load_topology(TOPOLOGIES / topology)
+    eng = GraphEngine(graph, enable_data=True)
+    ctx = RuntimeContext(eng)
+    rng = np.random.default_rng(2)
+    av, bv = (rng.standard_normal(s).astype(np.float32) for s in ((1, 128), (128, 256)))
+    a, b = ctx.from_numpy(av, "f32"), ctx.from_numpy(bv, "f32")
+    c = ctx.empty((1, 256), "f32")
+
+    def kernel(pa, pb, pc, *, tl):
+        x = tl.load(pa, (1, 128), "f32")
+        y = tl.load(pb, (128, 256), "f32")
+        tl.wait(tl.composite("gemm", a=x, b=y, out_ptr=pc, out_dtype="f32",
+                             stationary=stationary))
+
+    ctx.wait(ctx.launch("composite", kernel, a, b, c, scratch_bytes=256 * 1024))
+    gemm = [r for r in eng.op_log.records if r.component_id.endswith("pe_gemm")]
+    ovh = graph.spec.pe.overhead_ns["pe_gemm"]
+    clock = graph.spec.pe.clock_ghz
+    busy = sum(r.duration - ovh for r in gemm) * clock
+    assert busy == pytest.approx(expected[stationary])
+    np.testing.assert_allclose(ctx.to_numpy(c), av @ bv, rtol=1e-4)

@@ -70,10 +70,10 @@ def record(shape, kernel: str, pes: int, topology: str = "t0") -> dict:
                     "supertiles_per_pe": max(1, m * k * n // (32 * 64 * 32 * pes)),
                     "tflops": 1.0},
         "prediction": {"model": "roofline", "latency_ns": roof, "compute_ns": roof / 2,
-                       "memory_ns": roof, "bound": bound, "util_pct": 50.0,
+                       "memory_ns": roof, "bound": bound, "intensity": bound, "util_pct": 50.0,
                        "rel_error": abs(latency - roof) / roof},
         "labels": {"shape": name, "m": m, "k": k, "n": n, "kernel": kernel, "pes": pes,
-                   "group": group},
+                   "group": group, "stationary": "b"},
         "config": {}, "provenance": {"config_hash": f"{name}-{variant}"},
     }
 
@@ -105,7 +105,7 @@ def test_table_has_one_row_per_record_and_tidy_columns(table):
     df = read(table)
     assert len(df) == len(SHAPES) * 4
     for col in ("topology", "group", "shape", "m", "k", "n", "variant", "kernel", "pes",
-                "latency_ns", "predicted_ns", "rel_error", "bound", "mac_util_pct",
+                "latency_ns", "predicted_ns", "rel_error", "bound", "intensity", "mac_util_pct",
                 "roofline_util_pct", "dispatch_cycles_per_pe", "commands_per_pe",
                 "supertiles_per_pe", "vs_composite", "config_hash"):
         assert col in df.columns

@@ -23,3 +23,25 @@ rule aggregate:
         CONDA_ENV
     script:
         "../scripts/aggregate.py"
+
+
+rule sensitivity:
+    input:
+        SWEEP.sensitivity_outputs(),
+    output:
+        report(
+            f"{TABLE_DIR}/sensitivity.csv",
+            caption="../report/table.rst",
+            category="Tables",
+        ),
+    log:
+        f"{LOG_DIR}/aggregate/sensitivity.log",
+    benchmark:
+        f"{BENCH_DIR}/aggregate/sensitivity.tsv"
+    resources:
+        mem_mb=1000,
+        runtime=10,
+    conda:
+        CONDA_ENV
+    script:
+        "../scripts/sensitivity.py"

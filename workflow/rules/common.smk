@@ -52,6 +52,9 @@ TABLES = expand(f"{TABLE_DIR}/{{experiment}}.csv", experiment=EXPERIMENTS)
 FIGURES = [f"{FIGURE_DIR}/{stem}.{ext}" for exp in EXPS for stem in exp.figures
            for ext in ("pdf", "png")]
 GENERATED = generated_files(EXPS, GENERATED_DIR)
+# the sensitivity reruns' comparison (config `sensitivity`), when the config asks for any
+SENSITIVITY = [f"{TABLE_DIR}/sensitivity.csv"] if SWEEP.sensitivity_outputs() else []
+SETTINGS = CONFIG.get("sensitivity", {}).get("settings", {})
 REPORT_SOURCES = sorted({f for exp in EXPS for f in exp.files})
 
 
@@ -77,6 +80,7 @@ CONDA_ENV = "../envs/kernbench.yaml"
 localrules:
     all,
     aggregate,
+    sensitivity,
     report_generated,
     paper,
     site,

@@ -5,6 +5,7 @@
 rule report_generated:
     input:
         tables=TABLES,
+        sensitivity=SENSITIVITY,
         topologies=sorted({src for job in SWEEP.jobs for src in job.topology_sources}
                           | set(CONFIG["topologies"].values())),
         code=REPORT_SOURCES,
@@ -13,6 +14,7 @@ rule report_generated:
     params:
         report=CONFIG["report"],
         topologies=CONFIG["topologies"],
+        settings=SETTINGS,
         plugins=PLUGINS,
         out_dir=lambda w, output: str(Path(output[0]).parent),
     log:

@@ -26,6 +26,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tier", type=int, default=3, help="short context: 1 primitives, "
                                                        "2 GEMM composite, 3 + softmax_merge")
     p.add_argument("--phase", default="decode", help="short context: decode | prefill")
+    p.add_argument("--stationary", default="auto",
+                   help="operand the MAC array holds in decode and prefill GEMMs: b (K, V) | "
+                        "a (Q, P) | auto (the cheaper per GEMM, the default)")
     p.add_argument("--data", action="store_true", help="data mode: compute real values")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (--data)")
     p.add_argument("--dump", metavar="OUT.npz", help="write the logical Q, K, V, O arrays "
@@ -44,12 +47,13 @@ def _run(args, graph, progress):
         from kernbench.workloads.attention.decode_run import run_decode
 
         return run_decode(graph, args.context, C=args.C or 2, P=args.P, variant=args.variant,
-                          tile=args.tile or 1024, **common)
+                          tile=args.tile or 1024, stationary=args.stationary, **common)
     if args.mode == "prefill":
         from kernbench.workloads.attention.prefill_run import run_prefill
 
         return run_prefill(graph, args.context, C=args.C or 8, P=args.P,
-                           q_rows=args.q_rows or 128, tile=args.tile or 256, **common)
+                           q_rows=args.q_rows or 128, tile=args.tile or 256,
+                           stationary=args.stationary, **common)
     if args.mode == "short":
         from kernbench.workloads.attention.short_run import run_short
 

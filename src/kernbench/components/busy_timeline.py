@@ -3,13 +3,14 @@
 A timeline holds disjoint busy intervals, sorted. ``reserve(t, d)`` books the
 earliest interval of length ``d`` that starts at or after ``t`` and fits in a
 gap, so a transfer issued later but arriving earlier is not queued behind a
-booking that only starts in the future. Every booking starts at or after the
-current simulated time, so intervals that ended by then can never matter
-again: :meth:`book` (the one fast path: the fabric, IPCQ and the engines all
-book through it) drops them whenever it books after everything held, and
-``prune(now)`` drops them explicitly. A
-timeline therefore holds only what is still in flight, and a booking is O(1)
-unless it has to search a gap.
+booking that only starts in the future. :meth:`book` takes ``now``, a time no
+later booking can start before (simulated time for the fabric; for a PE's
+engines the CPU's clock when it runs behind, ``PeOps.floor``), so intervals that
+ended by then can never matter again (a booking older than it is a bug). The
+fast path (the fabric, IPCQ and the engines all book through it) drops them
+whenever it books after everything held, and ``prune(now)`` drops them
+explicitly. A timeline therefore holds only what is still in flight, and a
+booking is O(1) unless it has to search a gap.
 
 A gap "fits" when the booking ends no more than :data:`FIT_TOLERANCE` (a
 relative 1e-12) past the next interval: start times are sums of many float
@@ -36,6 +37,9 @@ class BusyTimeline:
         """:meth:`reserve` with ``now`` known; the same result, cheaper when ``t``
         is after every booking (then finished intervals are dropped on the way)."""
         ends = self.ends
+        if t < now:
+            raise RuntimeError(f"a booking at {t} ns is older than the time {now} ns this "
+                               f"timeline may already have forgotten up to")
         if ends and t >= ends[-1] and duration > 0.0:
             last = ends[-1]
             self.busy_ns += duration

@@ -45,7 +45,9 @@ def run_job(experiment: str, topology_id: str, topology_file: str | Path, worklo
     """Simulate one job; ``slice_`` holds {"workload": {...}, "variant": {...}}, or for a
     batch {"workloads": [[id, {...}], ...], "variant": {...}}."""
     exp = get(experiment)
-    graph = load_topology(topology_file)
+    # a sensitivity rerun: the same topology with the setting's overrides, which the
+    # experiment's own run never sees
+    graph = load_topology(topology_file, slice_["variant"].get("overrides"))
     if "workloads" not in slice_:
         return _point(exp, graph, topology_id, workload_id, variant_id, slice_)
     points = []
@@ -64,7 +66,8 @@ def run_job(experiment: str, topology_id: str, topology_file: str | Path, worklo
 
 def _point(exp, graph, topology_id: str, workload_id: str, variant_id: str,
            slice_: dict) -> dict:
-    body = exp.run(graph, slice_["workload"], slice_["variant"])
+    variant = {k: v for k, v in slice_["variant"].items() if k != "overrides"}
+    body = exp.run(graph, slice_["workload"], variant)
     resolved = {"experiment": exp.name, "topology": topology_id,
                 "topology_hash": graph.spec.content_hash(), "workload_id": workload_id,
                 "variant_id": variant_id, **slice_}

@@ -37,6 +37,8 @@ class Job:
     topology_sources: tuple[str, ...]  # the file and its `extends` ancestors
     slice: dict[str, Any]
     output: str  # the record path
+    setting: str | None = None  # a sensitivity rerun under this setting (sweep.sensitivity)
+    base: str | None = None  # the record path of the default run it is compared with
 
     def slice_json(self) -> str:
         return json.dumps(self.slice, sort_keys=True, separators=(",", ":"))
@@ -58,7 +60,15 @@ class Sweep:
         return {j.output: j for j in self.jobs}
 
     def outputs(self, experiment: str | None = None) -> list[str]:
-        return [j.output for j in self.jobs if experiment in (None, j.experiment)]
+        """The records of the default runs (of one experiment); sensitivity reruns are
+        compared separately (:meth:`sensitivity_outputs`)."""
+        return [j.output for j in self.jobs
+                if j.setting is None and experiment in (None, j.experiment)]
+
+    def sensitivity_outputs(self) -> list[str]:
+        """Every sensitivity rerun's record and the default record it is compared with."""
+        reruns = [j for j in self.jobs if j.setting is not None]
+        return sorted({j.output for j in reruns} | {j.base for j in reruns})
 
     @property
     def experiments(self) -> list[str]:
@@ -156,7 +166,58 @@ def expand(config: dict, source: str, root: Path, raw_dir: str) -> Sweep:
                               {"workloads": [list(m) for m in members], "variant": vparams})
                     jobs.append(Job(name, tid, wid, vid, rel, sources, slice_,
                                     f"{raw_dir}/{name}/{tid}/{wid}/{vid}.json"))
+    jobs += sensitivity_jobs(config, jobs, source, raw_dir)
     return Sweep(config, tuple(jobs))
+
+
+def sensitivity_jobs(config: dict, jobs: list[Job], source: str, raw_dir: str) -> list[Job]:
+    """The reruns ``sensitivity.runs`` asks for: each matching job again, its variant
+    carrying the setting's topology overrides (variant id ``<id>@<setting>``)."""
+    block = config.get("sensitivity")
+    if not block:
+        return []
+    settings = block["settings"]
+    out = []
+    for i, run in enumerate(block["runs"]):
+        key = f"sensitivity.runs[{i}]"
+        if run["experiment"] not in config["experiments"]:
+            raise ConfigError(source, f"{key}.experiment", f"{run['experiment']!r} is not an "
+                              f"experiment of this config (allowed: "
+                              f"{', '.join(sorted(config['experiments']))})")
+        for j, name in enumerate(run["settings"]):
+            if name not in settings:
+                raise ConfigError(source, f"{key}.settings[{j}]", f"unknown setting {name!r} "
+                                  f"(allowed: {', '.join(sorted(settings))})")
+        wanted = set(run.get("workloads", ()))
+        chosen = [job for job in jobs if job.experiment == run["experiment"]
+                  and job.topology in run.get("topologies", [job.topology])
+                  and (not wanted or wanted & _names(job))
+                  and job.variant in run.get("variants", [job.variant])]
+        if not chosen:
+            raise ConfigError(source, key, "matches no job of the experiment (check its "
+                              "topologies, workloads and variants)")
+        for job in chosen:
+            for name in run["settings"]:
+                variant = dict(job.slice["variant"], overrides=settings[name]["overrides"])
+                vid = f"{job.variant}@{name}"
+                out.append(Job(job.experiment, job.topology, job.workload, vid,
+                               job.topology_file, job.topology_sources,
+                               dict(job.slice, variant=variant),
+                               f"{raw_dir}/{job.experiment}/{job.topology}/{job.workload}/"
+                               f"{vid}.json", name, job.output))
+    return out
+
+
+def _names(job: Job) -> set[str]:
+    """What a sensitivity run may call a job by: its workload id, its points' ids and
+    the batch they would share (so a run names the same jobs with batching off)."""
+    exp = get(job.experiment)
+    names = {job.workload}
+    for wid, params in job.points:
+        names.add(wid)
+        if exp.batch:
+            names.add(exp.batch(wid, params))
+    return names
 
 
 def _batches(exp: Experiment, workloads: list, ids: set[str], source: str,

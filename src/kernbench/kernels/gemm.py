@@ -26,7 +26,7 @@ def _output_tiles(M: int, K: int, N: int, tile: tuple[int, int, int]):
 
 
 def gemm_primitive(a: int, b: int, c: int, M: int, K: int, N: int, *, tl, tile=None,
-                   dtype: str = "f16") -> None:
+                   dtype: str = "f16", stationary: str = "b") -> None:
     tile = tile or tl.supertile(K, N)  # the scheduler's tile: same DMA sizes as the composite
     e = tl.element_size(dtype)
     for m0, n0, m, n, ks in _output_tiles(M, K, N, tile):
@@ -36,12 +36,12 @@ def gemm_primitive(a: int, b: int, c: int, M: int, K: int, N: int, *, tl, tile=N
                 with tl.scratch_scope():
                     at = tl.load(a + (m0 * K + k0) * e, (m, k), dtype, row_stride=K)
                     bt = tl.load(b + (k0 * N + n0) * e, (k, n), dtype, row_stride=N)
-                    tl.dot(at, bt, acc=acc)
+                    tl.dot(at, bt, acc=acc, stationary=stationary)
             tl.store(c + (m0 * N + n0) * F32, acc, row_stride=N)
 
 
 def gemm_prefetch(a: int, b: int, c: int, M: int, K: int, N: int, *, tl, tile=None,
-                  dtype: str = "f16") -> None:
+                  dtype: str = "f16", stationary: str = "b") -> None:
     tile = tile or tl.supertile(K, N)
     e = tl.element_size(dtype)
     steps = [(m0, n0, k0, m, n, k) for m0, n0, m, n, ks in _output_tiles(M, K, N, tile)
@@ -65,15 +65,16 @@ def gemm_prefetch(a: int, b: int, c: int, M: int, K: int, N: int, *, tl, tile=No
                 cur = nxt
                 if i + 1 < len(steps):
                     nxt = issue(i + 1)  # in flight while this step computes
-                tl.dot(cur[0], cur[1], acc=acc)
+                tl.dot(cur[0], cur[1], acc=acc, stationary=stationary)
                 i += 1
             tl.store(c + (m0 * N + n0) * F32, acc, row_stride=N)
 
 
 def gemm_composite(a: int, b: int, c: int, M: int, K: int, N: int, *, tl, epilogue=None,
-                   tile=None, dtype: str = "f16") -> None:
+                   tile=None, dtype: str = "f16", stationary: str = "b") -> None:
     out = tl.composite("gemm", a=tl.ref(a, (M, K), dtype), b=tl.ref(b, (K, N), dtype),
-                       out_ptr=c, out_dtype="f32", epilogue=epilogue, tile_shape=tile)
+                       out_ptr=c, out_dtype="f32", epilogue=epilogue, tile_shape=tile,
+                       stationary=stationary)
     tl.wait(out)
 
 

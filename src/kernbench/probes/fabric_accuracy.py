@@ -47,6 +47,7 @@ class ModelRun:
 
     completions: tuple[float, ...]
     wall_s: float
+    packets: int = 0  # packets the reference moved (0 for the analytic engine)
 
 
 def run_analytic(graph: TopologyGraph, flows: Sequence[FlowSpec],
@@ -73,7 +74,7 @@ def run_reference(graph: TopologyGraph, flows: Sequence[FlowSpec], packet_bytes:
     events = [ref.submit(f) for f in flows]
     ref.run()
     wall = time.perf_counter() - t0
-    return ModelRun(tuple(ev.value for ev in events), wall)
+    return ModelRun(tuple(ev.value for ev in events), wall, ref.packets)
 
 
 def rel_err(analytic: float, reference: float) -> float:
@@ -160,6 +161,7 @@ class ScenarioAccuracy:
     max_flow_rel_err: float  # worst single flow's completion time
     analytic_wall_s: float
     reference_wall_s: float
+    reference_packets: int
 
 
 def _pe_hbm(graph: TopologyGraph, cube: int, pe: int, offset: int) -> PhysAddr:
@@ -303,7 +305,7 @@ def compare(graph: TopologyGraph, scenario: Scenario, *, packet_bytes: int = 256
         mean_completion_rel_err=rel_err(mean_a, mean_r),
         max_flow_rel_err=max(rel_err(x, y) for x, y in zip(a.completions, r.completions,
                                                             strict=True)),
-        analytic_wall_s=a.wall_s, reference_wall_s=r.wall_s)
+        analytic_wall_s=a.wall_s, reference_wall_s=r.wall_s, reference_packets=r.packets)
 
 
 def contended(graph: TopologyGraph, nbytes: int = CONTENDED_BYTES, *, packet_bytes: int = 256,

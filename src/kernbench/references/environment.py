@@ -42,7 +42,7 @@ def run_tool(script: str, module: str, request: dict, timeout_s: float = 900.0) 
     """Run ``script`` under the reference interpreter with ``request`` on stdin (JSON) and
     return its JSON answer. ``module`` is the tool's import name, for the error line."""
     python = reference_python()
-    proc = subprocess.run([str(python), str(script_path(script))], input=json.dumps(request),
+    proc = subprocess.run([str(python), "-P", str(script_path(script))], input=json.dumps(request),
                           capture_output=True, text=True, timeout=timeout_s, check=False)
     if proc.returncode != 0:
         if f"No module named '{module}'" in proc.stderr:

@@ -13,10 +13,11 @@ from functools import cache
 from pathlib import Path
 
 from kernbench.analysis.latex import escape
-from kernbench.analysis.values import Value, count, latex, num, text
+from kernbench.analysis.values import MISSING, Value, count, latex, num, text
 from kernbench.errors import ConfigError
 from kernbench.experiments.registry import Experiment, ordered
 from kernbench.fileio import write_atomic
+from kernbench.report import sensitivity as sens
 from kernbench.report.hardware_table import hardware_table
 from kernbench.report.platform import platform_values
 from kernbench.topology import load_topology
@@ -96,7 +97,7 @@ def generated_files(experiments: list[Experiment], out_dir: str | Path) -> list[
     out = Path(out_dir)
     files = ["values.tex", "hardware_table.tex", "topics.tex", "covers.tex", "abstracts.tex",
              "conclusions.tex", "studies.tex", "platform_parts.tex", "summary.tex",
-             "appendix.tex", "discussion.tex"]
+             "appendix.tex", "discussion.tex", "sensitivity_table.tex"]
     for exp in experiments:
         files.append(f"sections/{exp.name}.tex")
         files += [f"{t}.tex" for t in exp.tables]
@@ -104,13 +105,19 @@ def generated_files(experiments: list[Experiment], out_dir: str | Path) -> list[
 
 
 def generate(config: dict, tables: dict[str, str | Path], out_dir: str | Path,
-             expected: list[str] | None = None) -> list[Path]:
-    """``tables`` maps experiment name -> its aggregated CSV."""
+             expected: list[str] | None = None,
+             sensitivity: str | Path | None = None) -> list[Path]:
+    """``tables`` maps experiment name -> its aggregated CSV; ``sensitivity`` is the
+    sensitivity reruns' table, if the config asked for any."""
     out = Path(out_dir)
     ctx = ReportContext(config)
     graph = ctx.topology(next(iter(config["topologies"])))
     values = platform_values(graph, config["report"]["title"])
     written = [write_atomic(out / "hardware_table.tex", hardware_table(graph))]
+    settings = config.get("sensitivity", {}).get("settings", {})
+    reruns = sens.load(sensitivity)
+    values.update(sens.values(reruns, settings))
+    written.append(write_atomic(out / "sensitivity_table.tex", sens.latex_table(reruns, settings)))
     exps = ordered(tables)
     for exp in exps:
         post = exp.post_module()
@@ -158,6 +165,9 @@ def generate(config: dict, tables: dict[str, str | Path], out_dir: str | Path,
     if sections.is_dir():
         sources.update({f"sections/{p.name}": p.read_text() for p in sorted(sections.glob("*.tex"))
                         if example or p.name != "capacity_example.tex"})
+    for _, key in undefined_values(sources, values):  # reruns this configuration skipped
+        if key.split("/", 1)[0] in sens.PREFIXES:
+            values[key] = MISSING
     check_values(sources, values)
     for name, body in snippets.items():
         written.append(write_atomic(out / name, body))

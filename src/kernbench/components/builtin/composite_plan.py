@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kernbench.components.builtin import gemm_array
 from kernbench.components.busy_timeline import BusyTimeline
 from kernbench.components.tiling import gemm_tiles, n_group, supertile
 from kernbench.isa.commands import OpSpec, Scope
@@ -73,9 +74,16 @@ class Planner:
         self.pe = pe
         self._cache: dict[tuple, Plan] = pe.services.plans
 
+    def mapping(self, head: OpSpec, tile_shape) -> tuple[str, tuple | None]:
+        """(operand the array holds, supertile) of the head GEMM (``gemm_array.mapping``)."""
+        a, b = head.operands["a"], head.operands["b"]
+        return gemm_array.mapping(self.pe.spec.pe, head.extra["m"], head.extra["k"],
+                                  head.extra["n"], tile_shape, head.extra.get("stationary", "b"),
+                                  dtype_bytes(a.dtype), dtype_bytes(b.dtype), b.pinned)
+
     def gemm_tiles(self, head: OpSpec, tile_shape):
         """(tiles, supertile, accumulator budget) of the head GEMM: the supertile walk
-        both paths use."""
+        both paths use (``tile_shape``: as :meth:`mapping` resolved it)."""
         spec = self.pe.spec.pe
         a, b = head.operands["a"], head.operands["b"]
         M, K, N = head.extra["m"], head.extra["k"], head.extra["n"]
@@ -138,9 +146,9 @@ class Planner:
         a, b, out = head.operands["a"], head.operands["b"], head.out
         bpe_a, bpe_b, bpe_out = dtype_bytes(a.dtype), dtype_bytes(b.dtype), dtype_bytes(out.dtype)
         k_epi, o_epi = tile_epilogues(ops, g)
-        tiles, (_, tk, _), _ = self.gemm_tiles(head, tile_shape)
+        held, shape = self.mapping(head, tile_shape)
+        tiles, (_, tk, _), _ = self.gemm_tiles(head, shape)
         fill = gemm.fill_ns
-        held = head.extra.get("stationary", "b")
         acc_free: dict[int, float] = {}
         acc_done: dict[int, float] = {}
         end = gemm_at

@@ -38,6 +38,9 @@ mapping, B on a tie.
 from __future__ import annotations
 
 import math
+from collections import Counter
+
+from kernbench.components.tiling import supertile
 
 STATIONARY = ("b", "a", "auto")
 
@@ -75,3 +78,49 @@ def resolve(m: int, k: int, n: int, array, stationary: str) -> str:
 def drain_cycles(array) -> int:
     """Cycles from the array freeing to the last result leaving it."""
     return array.mac_rows + array.mac_cols if array.pipelined_folds else 0
+
+
+def _sizes(total: int, tile: int) -> Counter:
+    """How many tiles of each size cover ``total``: full tiles and the remainder."""
+    return Counter(min(tile, total - o) for o in range(0, total, tile))
+
+
+def walk_cycles(M: int, K: int, N: int, tile: tuple[int, int, int], array,
+                stationary: str = "b") -> int:
+    """Busy cycles of the array over every (m, k, n) supertile of an (M, K, N) product
+    (at most two sizes per dimension: full tiles and the remainder)."""
+    tm, tk, tn = tile
+    return sum(cm * ck * cn * busy_cycles(m, k, n, array, stationary)
+               for m, cm in _sizes(M, tm).items() for k, ck in _sizes(K, tk).items()
+               for n, cn in _sizes(N, tn).items())
+
+
+def a_held_tile_n(pe, N: int, a_bytes: int, b_bytes: int, b_pinned: bool) -> int:
+    """The widest n tile when A is held: the product's N, or what a tile buffer holds
+    beside its A tile when B streams from HBM (``pe``: the topology's ``pe`` block)."""
+    if b_pinned:
+        return N
+    per_tile = pe.tcm_reserved_bytes // pe.max_inflight_tiles
+    left = per_tile - pe.tile_m * pe.tile_k * a_bytes
+    return max(pe.tile_n, min(N, left // (pe.tile_k * b_bytes)))
+
+
+def mapping(pe, M: int, K: int, N: int, tile_shape, asked: str, a_bytes: int, b_bytes: int,
+            b_pinned: bool) -> tuple[str, tuple | None]:
+    """(operand held, supertile or None for the default walk) of a composite's GEMM.
+
+    Holding A streams the product's columns through each A block, so its supertile is
+    as wide as the product allows: A's blocks load once per k step, not once per n
+    tile. ``"auto"`` takes the cheaper walk, B on a tie.
+    """
+    if asked == "b":
+        return "b", tile_shape
+    wide = tile_shape or (pe.tile_m, pe.tile_k, a_held_tile_n(pe, N, a_bytes, b_bytes, b_pinned))
+    if asked == "a":
+        return "a", wide
+    if asked != "auto":
+        raise ValueError(f"stationary must be one of {', '.join(STATIONARY)}, got {asked!r}")
+    narrow = tile_shape or supertile((pe.tile_m, pe.tile_k, pe.tile_n), K, N)
+    if walk_cycles(M, K, N, wide, pe.gemm, "a") < walk_cycles(M, K, N, narrow, pe.gemm, "b"):
+        return "a", wide
+    return "b", tile_shape

@@ -74,7 +74,7 @@ def execute_dma_write(pe, cmd: DmaWriteCmd, t_issue: float, deps) -> Completion:
 def _move(pe, cmd, hbm, tcm, move, label: str, t_issue: float, deps) -> Completion:
     ops = pe.scheduler.ops
     t = pe.scheduler.accept(t_issue, deps)
-    start, done = move(view_va(hbm, 0, 0), hbm.nbytes, max(t, ready_at(cmd.src)), ops.now,
+    start, done = move(view_va(hbm, 0, 0), hbm.nbytes, max(t, ready_at(cmd.src)), ops.pe.env.now,
                        params={"handle_id": tcm.id})
     done.label = label
     if pe.data is not None:

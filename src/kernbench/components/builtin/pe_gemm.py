@@ -61,7 +61,7 @@ def execute_gemm(pe, cmd: GemmCmd, t_issue: float, deps) -> Completion:
     if held != "b":
         params["stationary"] = held
     start, end = ops.compute_chain(
-        ready, in_bytes, out.nbytes, lambda r: gemm.run(r, m, k, n, ops.now, held),
+        ready, in_bytes, out.nbytes, lambda r: gemm.run(r, m, k, n, ops.floor, held),
         f"gemm_{a.dtype}", "gemm", params, "GEMM")
     if pe.data is not None:
         box = {}

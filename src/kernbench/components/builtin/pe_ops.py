@@ -36,8 +36,13 @@ class PeOps:
         self.pe = pe
 
     @property
-    def now(self) -> float:
-        return self.pe.env.now
+    def floor(self) -> float:
+        """The earliest time a later booking on this PE's engines can start, which is
+        what their timelines may forget up to: simulated time, or the CPU's clock when
+        the kernel runs behind it (it waited for an arrival whose time was not known,
+        and its later, independent ops still start at their own dispatch times)."""
+        pe = self.pe
+        return min(pe.env.now, pe.cpu.t)
 
     def log(self, t0, t1, unit, kind, name, stage, params=None):
         self.pe.op_log.record(t0, t1, self.pe.ids[unit], kind, name, params, stage)
@@ -54,7 +59,7 @@ class PeOps:
 
     def math_run(self, ready: float, elements: int) -> tuple[float, float, float]:
         eng = self.pe.math
-        s, e = eng.book(ready, eng.service_ns(elements), self.now)
+        s, e = eng.book(ready, eng.service_ns(elements), self.floor)
         return s, e, e
 
     def compute_chain(self, t_ready: float, in_bytes: int, out_bytes: int, engine_run,
@@ -62,7 +67,7 @@ class PeOps:
                       composite: bool = False) -> tuple[float, float]:
         """FETCH inputs -> engine -> STORE result; returns (start, end). Composite
         stages are logged as TileTokens."""
-        pe, now = self.pe, self.now
+        pe, now = self.pe, self.floor
         fs = pe.fetch_store
         f0, f1 = fs.fetch.book(t_ready, fs.transfer_ns(in_bytes), now)
         e0, e1, e_done = engine_run(f1)

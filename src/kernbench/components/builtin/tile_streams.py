@@ -39,13 +39,19 @@ class _Item:
 
 
 class InOrder:
-    """Tiles booked in issue order, each once all of its inputs have arrived."""
+    """Tiles booked in issue order, each once all of its inputs have arrived.
 
-    __slots__ = ("items", "_busy")
+    A tile is ready when its inputs are in and the tile before it was taken: under
+    fair sharing a later tile's reads may land first, but the scheduler's queue
+    still hands it over after the earlier one, never in the past of that hand-over.
+    """
+
+    __slots__ = ("items", "_busy", "_last")
 
     def __init__(self) -> None:
         self.items: deque[_Item] = deque()
         self._busy = False
+        self._last = 0.0  # ready time of the last tile booked
 
     def __len__(self) -> int:
         return len(self.items)
@@ -64,7 +70,7 @@ class InOrder:
         self._busy = True
         items = self.items
         while items:
-            ready = 0.0
+            ready = self._last
             for x in items[0].inputs:
                 t = time_of(x)
                 if t is None:
@@ -72,6 +78,7 @@ class InOrder:
                     return
                 ready = max(ready, t)
             item = items.popleft()
+            self._last = ready
             item.book(ready)
             item.booked.complete(ready)
         self._busy = False
@@ -87,12 +94,13 @@ class InOrder:
 
 
 def _free_slot(order: InOrder, slots: list[float], limit: int, env, t_issue: float):
-    """Yield until a TCM input buffer frees; return the tile's issue time."""
+    """Yield until a TCM input buffer frees; return the tile's issue time (never before
+    the moment the wait ended)."""
     while len(slots) + len(order) >= limit:
         if slots:
-            return max(t_issue, heapq.heappop(slots))
+            return max(t_issue, env.now, heapq.heappop(slots))
         yield order.wait_first(env)
-    return t_issue
+    return max(t_issue, env.now)
 
 
 def _wait_done(completions, env):
@@ -112,9 +120,8 @@ class GemmStream:
         self.pe, self.ops = feeder.pe, feeder.ops
         self.head, self.t0 = head, t0
         self.a, self.b, self.out = head.operands["a"], head.operands["b"], head.out
-        self.held = head.extra.get("stationary", "b")
-        self.tiles, (self.tm, self.tk, _), budget = feeder.planner.gemm_tiles(
-            head, cmd.tile_shape)
+        self.held, shape = feeder.planner.mapping(head, cmd.tile_shape)
+        self.tiles, (self.tm, self.tk, _), budget = feeder.planner.gemm_tiles(head, shape)
         self.k_epi, self.o_epi = tile_epilogues((head, *epilogues), 0)
         self.bpe = (dtype_bytes(self.a.dtype), dtype_bytes(self.b.dtype),
                     dtype_bytes(self.out.dtype))
@@ -147,7 +154,7 @@ class GemmStream:
                 yield env.timeout(t_issue - env.now)
             now = env.now
             if a.pinned:
-                a_tile = a_ready
+                a_tile = max(a_ready, now)
             elif self.a_panel and tile.mi != panel_mi:
                 panel_mi = tile.mi
                 a_tile = pe.dma.read(view_va(a, tile.m0, 0), tile.m * K * self.bpe[0], now, now,
@@ -155,7 +162,7 @@ class GemmStream:
             elif not self.a_panel and tile.load_a:
                 a_tile = pe.dma.read(view_va(a, tile.m0, tile.k0), tile.m * tile.k * self.bpe[0],
                                      now, now, *read, {"operand": "a"})[1]
-            b_tile = b_ready if b.pinned else pe.dma.read(
+            b_tile = max(b_ready, now) if b.pinned else pe.dma.read(
                 view_va(b, tile.k0, tile.n0), tile.k * tile.n * self.bpe[1], now, now, *read,
                 {"operand": "b"})[1]
             self.order.add((a_tile, b_tile), lambda ready, tile=tile: self._book(tile, ready))
@@ -166,7 +173,7 @@ class GemmStream:
     def _book(self, tile, ready: float) -> None:
         """FETCH -> the array -> k-tile epilogues -> (last k) STORE -> DMA write."""
         pe, ops = self.pe, self.ops
-        now = pe.env.now
+        now = ops.floor  # for bookings on the PE's engines; its DMA write issues at env.now
         fs, gemm = pe.fetch_store, pe.gemm
         bpe_a, bpe_b, bpe_out = self.bpe
         f0, f1 = fs.fetch.book(ready, fs.transfer_ns(
@@ -196,7 +203,7 @@ class GemmStream:
             self._commit(tile, s1)
             return
         write = pe.dma.write(view_va(self.out, tile.m0, tile.n0), tile.m * tile.n * bpe_out,
-                             s1, now, "TileToken/DMA_WRITE", "DMA_WRITE")[1]
+                             s1, pe.env.now, "TileToken/DMA_WRITE", "DMA_WRITE")[1]
         self.writes.append(write)
         write.then(lambda c, tile=tile: self._commit(tile, c.done_at))
 
@@ -259,7 +266,7 @@ class MathStream:
 
     def _book(self, off: int, n: int, ready: float) -> None:
         pe, ops = self.pe, self.ops
-        now = pe.env.now
+        now = ops.floor
         fs = pe.fetch_store
         bpe_x, bpe_o = self.bpe
         f0, f1 = fs.fetch.book(ready, fs.transfer_ns(n * bpe_x), now)
@@ -277,7 +284,7 @@ class MathStream:
         heapq.heappush(self.slots, f1)
         self.end = max(self.end, s1)
         if self.out.space == "hbm":
-            self.writes.append(pe.dma.write(self.out.addr + off * bpe_o, n * bpe_o, s1, now,
+            self.writes.append(pe.dma.write(self.out.addr + off * bpe_o, n * bpe_o, s1, pe.env.now,
                                             "TileToken/DMA_WRITE", "DMA_WRITE")[1])
 
     def _data(self, first: float, end: float) -> None:

@@ -2,7 +2,7 @@
 on one PE or split by columns over the PEs of a CUBE.
 
 Workload = a GEMM shape (the per-CUBE shard of a Llama-3 projection, or a
-synthetic one); variant = kernel and PE count. Each point reports the kernel
+synthetic one); variant = kernel, PE count and the operand the array holds. Each point reports the kernel
 time, the busy time of every pipeline stage, MAC utilisation, PE_CPU
 dispatch, and the roofline prediction (``roofline.py``) with its relative
 error. Tables, figures and values live in ``post.py``, the paper text next
@@ -67,13 +67,14 @@ def run(graph: TopologyGraph, workload: dict, variant: dict) -> dict:
     a = ctx.empty((M, K), "f16", dp=DPPolicy(num_pes=pes), name="A")
     b = ctx.empty((K, N), "f16", dp=split, name="B")
     c = ctx.empty((M, N), "f32", dp=split, name="C")
+    stationary = variant.get("stationary", "b")
     handle = ctx.wait(ctx.launch(f"gemm-{kernel}", VARIANTS[kernel], a, b, c, M, K, N // pes,
-                                 dp=DPPolicy(num_pes=pes)))
+                                 stationary=stationary, dp=DPPolicy(num_pes=pes)))
     kernel_ns = handle.kernel_ns
     busy = engine.op_log.stage_busy()
     units = [engine.pe(0, 0, p) for p in range(pes)]
     stage_ns = {s: sum(busy.get(u.prefix, {}).get(s, 0.0) for u in units) / pes for s in STAGES}
-    roof = gemm_roofline(spec, M, K, N // pes)
+    roof = gemm_roofline(spec, M, K, N // pes, stationary=stationary)
     tile = supertile((spec.pe.tile_m, spec.pe.tile_k, spec.pe.tile_n), K, N // pes)
     peak_macs_per_ns = spec.pe.gemm.mac_rows * spec.pe.gemm.mac_cols * spec.pe.clock_ghz * pes
     util = 100.0 * M * K * N / (kernel_ns * peak_macs_per_ns)
@@ -97,6 +98,7 @@ def run(graph: TopologyGraph, workload: dict, variant: dict) -> dict:
             "compute_ns": roof.compute_ns,
             "memory_ns": roof.memory_ns,
             "bound": roof.bound,
+            "intensity": roof.intensity,
             "util_pct": roof.util_pct,
             "rel_error": abs(kernel_ns - roof.roofline_ns) / roof.roofline_ns,
         },
@@ -104,7 +106,7 @@ def run(graph: TopologyGraph, workload: dict, variant: dict) -> dict:
         "occupancy": {u.prefix: {k: 100.0 * v / kernel_ns for k, v in u.engine_busy_ns().items()}
                       for u in units[:1]},
         "labels": {"shape": workload["name"], "m": M, "k": K, "n": N, "kernel": kernel, "pes": pes,
-                   "group": workload.get("group", "")},
+                   "group": workload.get("group", ""), "stationary": stationary},
     }
 
 

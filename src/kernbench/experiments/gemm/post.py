@@ -2,8 +2,9 @@
 
 Everything is derived from the aggregated table, so the same keys exist for
 the full sweep and the smoke run. Reference shapes are chosen from what is
-present: the largest compute-bound and the largest memory-bound shape of the
-one-PE composite kernel on the first topology. A quantity that cannot be
+present: the largest compute-intensive and the largest memory-intensive shape
+(the bound an ideal array would have, ``roofline.intensity``) of the one-PE
+composite kernel on the first topology. A quantity that cannot be
 formed from the table (no memory-bound shape, no CUBE variant, ...) is a
 missing value (typeset as ``--``). Imported only by aggregation, figures and
 the report.
@@ -40,15 +41,15 @@ GEMM_GROUP_ORDER = {"decode": 0, "prefill": 1, "synthetic": 2}
 GEMM_KERNEL_ORDER = {"primitive": 0, "prefetch": 1, "composite": 2}
 GEMM_STAGES = STAGES
 KERNELS = ("primitive", "prefetch", "composite")
-BOUNDS = ("compute", "memory")
+BOUNDS = ("compute", "memory")  # shape families by arithmetic intensity (ideal-array bound)
 GROUPS = ("decode", "prefill", "synthetic")
 
 SUMMARY = (
     "{records} points: {shapes} shapes x {variants} variants on {topology}",
-    "composite on one PE, {comp/compute/count} compute-bound shapes: {comp/compute/errpctmin}-"
+    "composite on one PE, {comp/compute/count} compute-intensive shapes: {comp/compute/errpctmin}-"
     "{comp/compute/errpctmax} % above the roofline, MAC utilisation {comp/compute/utilmin}-"
     "{comp/compute/utilmax} %, {comp/compute/excessmin}-{comp/compute/excessmax} us over it",
-    "composite on one PE, {comp/memory/count} memory-bound shapes: {comp/memory/errpctmin}-"
+    "composite on one PE, {comp/memory/count} memory-intensive shapes: {comp/memory/errpctmin}-"
     "{comp/memory/errpctmax} % above the roofline, MAC utilisation {comp/memory/utilmin}-"
     "{comp/memory/utilmax} %, {comp/memory/excessmin}-{comp/memory/excessmax} us over it",
     "primitive kernel: {prim/slowdownmin}-{prim/slowdownmax}x slower than the composite; "
@@ -83,12 +84,14 @@ def frame(records: list[dict]) -> pd.DataFrame:
             "variant": r["variant"],
             "kernel": lab["kernel"],
             "pes": lab["pes"],
+            "stationary": lab.get("stationary", "b"),
             "latency_ns": m["latency_ns"],
             "host_ns": m["host_ns"],
             "predicted_ns": p["latency_ns"],
             "compute_ns": p["compute_ns"],
             "memory_ns": p["memory_ns"],
             "bound": p["bound"],
+            "intensity": p["intensity"],
             "rel_error": p["rel_error"],
             "mac_util_pct": m["mac_util_pct"],
             "roofline_util_pct": p["util_pct"],
@@ -103,7 +106,8 @@ def frame(records: list[dict]) -> pd.DataFrame:
     if df.empty:
         return df
     key = ["topology", "shape", "pes"]
-    comp = df[df["kernel"] == "composite"].drop_duplicates(key)[key + ["latency_ns"]]
+    comp = df[(df["kernel"] == "composite") & (df["stationary"] == "b")]
+    comp = comp.drop_duplicates(key)[key + ["latency_ns"]]
     df = df.merge(comp.rename(columns={"latency_ns": "_comp"}), on=key, how="left")
     df.insert(df.columns.get_loc("rel_error") + 1, "vs_composite", df["latency_ns"] / df["_comp"])
     df["_g"] = df["group"].map(GEMM_GROUP_ORDER).fillna(len(GEMM_GROUP_ORDER))
@@ -335,8 +339,15 @@ def _gemm_util_vs_roofline(df: pd.DataFrame, out_base: Path) -> list[Path]:
         return save(fig, out_base)
 
 
+def held_b(df: pd.DataFrame) -> pd.DataFrame:
+    """The kernels as the study compares them: B (the weights) held in the array. The
+    variants that hold A only feed the operand-mapping values."""
+    return df[df["stationary"] == "b"] if "stationary" in df else df
+
+
 def figures(df: pd.DataFrame, out_dir: str | Path) -> list[Path]:
     """Stage breakdown, measured utilisation, and utilisation against the roofline."""
+    df = held_b(df)
     out = Path(out_dir)
     paths = _gemm_breakdown(df, out / "gemm_breakdown")
     paths += _gemm_util(df, out / "gemm_util")
@@ -376,7 +387,7 @@ def _largest(sub: pd.DataFrame) -> pd.Series | None:
 def reference_shapes(df: pd.DataFrame) -> dict[str, pd.Series | None]:
     """bound -> the composite one-PE row of the largest shape with that roofline bound."""
     comp = _variant(df, "composite", 1)
-    return {b: _largest(comp[comp["bound"] == b]) for b in BOUNDS}
+    return {b: _largest(comp[comp["intensity"] == b]) for b in BOUNDS}
 
 
 def _row(df: pd.DataFrame, shape: str, kernel: str, pes: int) -> pd.Series | None:
@@ -387,7 +398,7 @@ def _row(df: pd.DataFrame, shape: str, kernel: str, pes: int) -> pd.Series | Non
 
 def _slowdowns(df: pd.DataFrame, kernel: str, pes: int = 1) -> pd.DataFrame:
     """Latency of ``kernel`` over the composite's, per shape present in both."""
-    a = _variant(df, kernel, pes)[["shape", "group", "bound", "latency_ns"]]
+    a = _variant(df, kernel, pes)[["shape", "group", "intensity", "latency_ns"]]
     c = _variant(df, "composite", pes)[["shape", "latency_ns"]]
     j = a.merge(c, on="shape", suffixes=("", "_c"))
     return j.assign(ratio=j["latency_ns"] / j["latency_ns_c"])
@@ -429,13 +440,13 @@ def gemm_headline(df: pd.DataFrame) -> dict:
     }
     comp = _variant(df, "composite", 1)
     for b in BOUNDS:
-        sub = comp[comp["bound"] == b]
+        sub = comp[comp["intensity"] == b]
         h[f"{b}_count"] = len(sub)
         h[f"{b}_err"] = _range(100.0 * sub["rel_error"])
         h[f"{b}_util"] = _range(sub["mac_util_pct"])
         h[f"{b}_excess"] = _range(sub["latency_ns"] - sub["predicted_ns"])
     h["comp_excess"] = _range(comp["latency_ns"] - comp["predicted_ns"])
-    cb = comp[comp["bound"] == "compute"]
+    cb = comp[comp["intensity"] == "compute"]
     # compute-bound: time the array is not busy, and array busy time beyond the roofline
     h["compute_tail"] = _range(cb["latency_ns"] - cb["busy_gemm_ns"])
     h["compute_arrayover"] = _range(100.0 * (cb["busy_gemm_ns"] - cb["compute_ns"])
@@ -449,7 +460,7 @@ def gemm_headline(df: pd.DataFrame) -> dict:
         s = _slowdowns(df, kern)
         h[f"{kern}_slowdown"] = _range(s["ratio"])
         for b in BOUNDS:
-            h[f"{kern}_slowdown_{b}"] = _range(s[s["bound"] == b]["ratio"])
+            h[f"{kern}_slowdown_{b}"] = _range(s[s["intensity"] == b]["ratio"])
         rows = _variant(df, kern, 1)
         h[f"{kern}_cycles"] = _range(rows["dispatch_cycles_per_pe"])
         h[f"{kern}_commands"] = _range(rows["commands_per_pe"])
@@ -540,6 +551,8 @@ def values(df: pd.DataFrame, ctx=None) -> dict[str, Value]:
     dispatch cost model turns the composite's measured dispatch cycles into its
     descriptor size in bytes.
     """
+    mapping = _mapping_values(df)
+    df = held_b(df)
     h = gemm_headline(df)
     cost_model = None
     if ctx is not None and len(df):
@@ -609,13 +622,28 @@ def values(df: pd.DataFrame, ctx=None) -> dict[str, Value]:
     refs = h["refs"]
     v.update(_ref_values(df, "ref/compute", refs["compute"], h))
     v.update(_ref_values(df, "ref/memory", refs["memory"], h))
+    v.update(mapping)
+    return v
+
+
+def _mapping_values(df: pd.DataFrame) -> dict[str, Value]:
+    """Composite holding A against holding B, one PE, per shape family: the latency
+    ratio (below 1: holding A is faster)."""
+    v: dict[str, Value] = {}
+    held_a = df[(df["stationary"] == "a") & (df["kernel"] == "composite") & (df["pes"] == 1)]
+    ratios = held_a.assign(r=held_a["vs_composite"]) if len(held_a) else held_a
+    for b in BOUNDS:
+        sub = ratios[ratios["intensity"] == b] if len(ratios) else ratios
+        v[f"mapping/{b}/count"] = count(len(sub))
+        v.update(_range_values(f"mapping/{b}/ratio",
+                               _range(sub["r"]) if len(sub) else (None, None), ratio))
     return v
 
 
 # -- table ---------------------------------------------------------------------------------
 
 def tables(df: pd.DataFrame) -> dict[str, str]:
-    return {"gemm_table": _gemm_table(df)}
+    return {"gemm_table": _gemm_table(held_b(df))}
 
 
 def _gemm_table(df: pd.DataFrame) -> str:

@@ -153,12 +153,18 @@ def run(graph: TopologyGraph, workload: dict, variant: dict) -> dict:
         r = run_decode(graph, workload["context"], C=workload["C"], P=workload["P"],
                        variant=workload["variant"], tile=workload["tile"], **common)
     elif kind == "prefill":
-        from kernbench.workloads.attention.prefill_run import overlap_rows, run_prefill
+        from kernbench.workloads.attention.prefill_run import (
+            overlap_rows,
+            overlap_rows_peak,
+            run_prefill,
+        )
 
         r = run_prefill(graph, workload["context"], C=workload["C"], P=workload["P"],
                         q_rows=workload["q_rows"], tile=workload["tile"],
                         causal=workload.get("causal", True), **common)
-        extra["overlap_rows"] = overlap_rows(graph.spec)
+        extra["overlap_rows"] = overlap_rows(graph.spec, shape.d, workload["tile"],
+                                             max(1, shape.G // workload["C"]))
+        extra["overlap_rows_peak"] = overlap_rows_peak(graph.spec)
     else:
         from kernbench.workloads.attention.short_run import metrics, run_short
 

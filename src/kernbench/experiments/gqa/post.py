@@ -15,7 +15,7 @@ import pandas as pd
 
 from kernbench.analysis.latex import HEADER, escape, tabular
 from kernbench.analysis.plots import STYLE, plt, save
-from kernbench.analysis.values import MISSING, Value, count, num, pct, text
+from kernbench.analysis.values import MISSING, Value, count, num, pct, ratio, text
 
 ENGINES = ("dma_read", "fetch", "gemm", "math", "store", "pe_cpu_dispatch")
 VARIANTS = ("opt1", "opt3", "opt2")
@@ -50,11 +50,13 @@ def frame(records: list[dict]) -> pd.DataFrame:
                "latency_ns": m["latency_ns"], "bound_ns": m["bound_ns"], "bound": m["bound"],
                "gap": m["gap"], "efficiency": m["bound_ns"] / m["latency_ns"],
                "overlap_rows": m.get("overlap_rows"),
+               "overlap_rows_peak": m.get("overlap_rows_peak"),
                "ring_wait_ns": m["phases_ns"].get("ring_wait_max_ns"),
                "hops_per_pe": m["phases_ns"].get("hops_per_pe"),
                "hop_ns": m["phases_ns"].get("hop_ns"),
                "step_compute_ns": m["phases_ns"].get("step_compute_ns"),
                "peak_scratch_bytes": m["phases_ns"].get("peak_scratch_bytes"),
+               "array_bound_ns": m["phases_ns"].get("array_bound_ns"),
                "heads": lab.get("heads"), "G": lab.get("G"), "d": lab.get("d"),
                "sips": lab.get("sips"), "config_hash": r["provenance"]["config_hash"]}
         for k, v in r["op_counts"].items():
@@ -156,9 +158,11 @@ def _ring_figure(df: pd.DataFrame, out: Path) -> list[Path]:
             per_hop = sub["ring_wait_ns"] / sub["hops_per_pe"].clip(lower=1)
             ax.plot(sub["q_rows"], per_hop, marker="o", ms=3, label="measured (slowest PE)")
             pred = (sub["hop_ns"] - sub["step_compute_ns"]).clip(lower=0)
-            ax.plot(sub["q_rows"], pred, "k--", lw=0.8, label="hop - step math (model)")
+            ax.plot(sub["q_rows"], pred, "k--", lw=0.8, label="hop - step on the array (model)")
             c = float(sub["overlap_rows"].iloc[0])
-            ax.axvline(c, color="k", ls=":", label=f"c = F/B = {c:.0f} rows")
+            ax.axvline(c, color="k", ls=":", label=f"predicted overlap: {c:.0f} rows")
+            peak = float(sub["overlap_rows_peak"].iloc[0])
+            ax.axvline(peak, color="0.5", ls="-.", lw=0.8, label=f"F/B = {peak:.0f} rows")
             ax.set_xscale("log", base=2)
             ax.legend(frameon=False)
         ax.set_xlabel("query rows per block")
@@ -205,7 +209,7 @@ def _us(ns) -> Value:
 def _point(v: dict, key: str, r) -> None:
     if r is None:
         for k in ("context", "lat", "bound", "effpct", "C", "P", "variant", "gemmpct", "users",
-                  "dmapct", "cpupct", "mathpct"):
+                  "dmapct", "cpupct", "mathpct", "arraybound", "arrayx", "ofarraypct"):
             v[f"{key}/{k}"] = MISSING
         return
     v[f"{key}/context"] = count(int(r["context"]))
@@ -220,6 +224,12 @@ def _point(v: dict, key: str, r) -> None:
     v[f"{key}/dmapct"] = num(float(r["occ_dma_read"]), 1)
     v[f"{key}/cpupct"] = num(float(r["occ_pe_cpu_dispatch"]), 1)
     v[f"{key}/mathpct"] = num(float(r["occ_math"]), 1)
+    array = r.get("array_bound_ns")
+    known = array is not None and pd.notna(array)
+    v[f"{key}/arraybound"] = _us(array) if known else MISSING  # the array's least time
+    v[f"{key}/arrayx"] = ratio(float(array) / float(r["bound_ns"])) if known else MISSING
+    v[f"{key}/ofarraypct"] = pct(100 * float(array) / float(r["latency_ns"])) if known \
+        else MISSING
 
 
 def _first(df: pd.DataFrame):
@@ -263,7 +273,8 @@ def values(df: pd.DataFrame, ctx=None) -> dict[str, Value]:
     ring = _sel(df, sweep="ring").sort_values("q_rows")
     if len(ring):
         lo, hi = ring.iloc[0], ring.iloc[-1]
-        v["ring/c"] = num(float(lo["overlap_rows"]), 1)
+        v["ring/c"] = num(float(lo["overlap_rows"]), 0)
+        v["ring/cpeak"] = num(float(lo["overlap_rows_peak"]), 1)
         v["ring/qlo"], v["ring/qhi"] = count(int(lo["q_rows"])), count(int(hi["q_rows"]))
         v["ring/exposedlo"] = num(lo["ring_wait_ns"] / max(1.0, lo["hops_per_pe"]), 0)
         v["ring/exposedhi"] = num(hi["ring_wait_ns"] / max(1.0, hi["hops_per_pe"]), 0)
@@ -282,7 +293,8 @@ def values(df: pd.DataFrame, ctx=None) -> dict[str, Value]:
             for k in ("qbelow", "exposedbelow", "modelbelow"):
                 v[f"ring/{k}"] = MISSING
     else:
-        for k in ("c", "qlo", "qhi", "exposedlo", "exposedhi", "points", "hopns", "hiddenfrom",
+        for k in ("c", "cpeak", "qlo", "qhi", "exposedlo", "exposedhi", "points", "hopns",
+                  "hiddenfrom",
                   "qbelow", "exposedbelow", "modelbelow"):
             v[f"ring/{k}"] = MISSING
     pre = _sel(df, kind="prefill", sweep="sweep")

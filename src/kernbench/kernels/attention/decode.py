@@ -64,6 +64,7 @@ class DecodeRank:
     cube_children: tuple[str, ...]
     cube_parent: str | None  # only on a CUBE's root PE
     tile_shape: tuple[int, int, int] | None = None  # composite supertile (None: scheduler's)
+    stationary: str = "auto"  # operand the MAC array holds: "b" (K, V), "a" (Q, P), "auto"
 
 
 class _Tiles:
@@ -111,9 +112,10 @@ def _sweep_opt1(tl, r: DecodeRank, u: UserBlock, q, state) -> None:
     for j in range(len(kv.todo)):
         k, v = kv.get(j)
         with tl.scratch_scope():
-            s = tl.composite("gemm", a=q, b=k, epilogue=epi, tile_shape=r.tile_shape)
+            s = tl.composite("gemm", a=q, b=k, epilogue=epi, tile_shape=r.tile_shape,
+                             stationary=r.stationary)
             online_update(tl, state, s, lambda p, v=v: tl.composite(
-                "gemm", a=p, b=v, tile_shape=r.tile_shape))
+                "gemm", a=p, b=v, tile_shape=r.tile_shape, stationary=r.stationary))
 
 
 def _sweep_opt3(tl, r: DecodeRank, u: UserBlock, q, state) -> None:
@@ -132,7 +134,8 @@ def _sweep_opt3(tl, r: DecodeRank, u: UserBlock, q, state) -> None:
 
     def issue(j: int) -> None:
         k, vs[j] = kv.get(j)
-        tl.composite("gemm", a=q, b=k, out=buffer(j), epilogue=epi, tile_shape=r.tile_shape)
+        tl.composite("gemm", a=q, b=k, out=buffer(j), epilogue=epi, tile_shape=r.tile_shape,
+                     stationary=r.stationary)
 
     issue(0)
     m, l, O = state
@@ -154,7 +157,8 @@ def _sweep_opt3(tl, r: DecodeRank, u: UserBlock, q, state) -> None:
             p = tl.exp(s_j - m2)
             tl.copy_to(corrs[j % 2], tl.exp(m - m2))
             tl.copy_to(l, l * corrs[j % 2] + tl.sum(p, -1))
-            tl.composite("gemm", a=p, b=vs.pop(j), out=pv[j % 2], tile_shape=r.tile_shape)
+            tl.composite("gemm", a=p, b=vs.pop(j), out=pv[j % 2], tile_shape=r.tile_shape,
+                         stationary=r.stationary)
             tl.copy_to(m, m2)
         if j:
             fold(j - 1)
@@ -168,8 +172,8 @@ def _sweep_opt2(tl, r: DecodeRank, u: UserBlock, q, state) -> None:
         k, v = kv.get(j)
         with tl.scratch_scope():
             s = tl.composite("gemm", a=q, b=k, epilogue=[{"op": "scale", "factor": r.scale}],
-                             tile_shape=r.tile_shape)
-            tl.composite("gemm", b=v, out=O, tile_shape=r.tile_shape,
+                             tile_shape=r.tile_shape, stationary=r.stationary)
+            tl.composite("gemm", b=v, out=O, tile_shape=r.tile_shape, stationary=r.stationary,
                          prologue=[{"op": "softmax_merge", "s": s, "m": m, "l": l, "O": O}],
                          epilogue=[{"op": "add", "other": O}])
     tl.wait()

@@ -62,6 +62,7 @@ class PrefillRank:
     fused: bool = True  # P.V composite runs the softmax_merge recipe (else primitives)
     tile_shape: tuple[int, int, int] | None = None  # composite supertile (None: scheduler's)
     causal: bool = True  # False: every query attends to every key (the ring-overlap study)
+    stationary: str = "auto"  # operand the MAC array holds: "b" (K, V), "a" (Q, P), "auto"
 
 
 def _compute(tl, r: PrefillRank, qb: QBlock, q, state, K, V, t: KvTile) -> None:
@@ -73,15 +74,17 @@ def _compute(tl, r: PrefillRank, qb: QBlock, q, state, K, V, t: KvTile) -> None:
             mask = tl.load(bank + col * 4, (r.heads_here * qb.rows, t.width), "f32",
                            row_stride=width)
             epi.append({"op": "add", "other": mask})
-        s = tl.composite("gemm", a=q, b=K, epilogue=epi, tile_shape=r.tile_shape)
+        s = tl.composite("gemm", a=q, b=K, epilogue=epi, tile_shape=r.tile_shape,
+                         stationary=r.stationary)
         if r.fused:
             m, l, O = state
-            tl.composite("gemm", b=V, out=O, tile_shape=r.tile_shape,
+            tl.composite("gemm", b=V, out=O, tile_shape=r.tile_shape, stationary=r.stationary,
                          prologue=[{"op": "softmax_merge", "s": s, "m": m, "l": l, "O": O}],
                          epilogue=[{"op": "add", "other": O}])
         else:
             online_update(tl, state, s, lambda p: tl.composite("gemm", a=p, b=V,
-                                                              tile_shape=r.tile_shape))
+                                                              tile_shape=r.tile_shape,
+                                                              stationary=r.stationary))
 
 
 def _split(tl, kv, d: int, width: int):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from kernbench.components.builtin.gemm_array import STATIONARY, busy_cycles
 from kernbench.errors import UsageError
 from kernbench.kernels.attention.decode import VARIANTS, DecodeRank, UserBlock, gqa_decode
 from kernbench.kernels.attention.helpers import (
@@ -91,11 +92,29 @@ def validate(spec, context: int, users: int, C: int, P: int, variant: str, tile:
         raise UsageError(f"--C {C} --P {P} on topology {spec.name!r}: {exc}") from None
 
 
+def array_bound_ns(spec, S: int, ranks: int, users: int, tile: int, G: int, d: int,
+                   stationary: str) -> float:
+    """The least time the busiest rank's array needs: Q.K^T (G x d x t) and P.V
+    (G x t x d) of every KV tile of its block, for every user, under the array's stated
+    hardware (``gemm_array``) and the kernel's operand choice."""
+    array = spec.pe.gemm
+    B = block_len(S, ranks)
+    cycles = 0
+    for t0 in range(0, B, tile):
+        t = min(tile, B - t0)
+        cycles += (busy_cycles(G, d, t, array, stationary)
+                   + busy_cycles(G, t, d, array, stationary))
+    return users * cycles / spec.pe.clock_ghz
+
+
 def run_decode(graph, context: int, *, users: int = 1, C: int = 2, P: int = 8,
                variant: str = "opt3", tile: int = 256,
                tile_shape: tuple[int, int, int] | None = None, data: bool = False, seed: int = 0,
-               shape: Shape = LLAMA3_70B, keep_records: bool = False, progress=None
-               ) -> AttentionRun:
+               shape: Shape = LLAMA3_70B, keep_records: bool = False, progress=None,
+               stationary: str = "auto") -> AttentionRun:
+    if stationary not in STATIONARY:
+        raise UsageError(f"--stationary must be one of {', '.join(STATIONARY)}, "
+                         f"got {stationary!r}")
     spec = graph.spec
     validate(spec, context, users, C, P, variant, tile, shape)
     groups = place_groups(spec, shape.heads, C, P)
@@ -150,7 +169,8 @@ def run_decode(graph, context: int, *, users: int = 1, C: int = 2, P: int = 8,
                     users_here, B, G, d, tile, shape.scale, variant,
                     tuple(dr for dr, _ in pe_children), pe_parent[0] if pe_parent else None,
                     tuple(dr for dr, _ in cube_children) if pe == 0 else (),
-                    cube_parent[0] if (pe == 0 and cube_parent) else None, tile_shape)
+                    cube_parent[0] if (pe == 0 and cube_parent) else None, tile_shape,
+                    stationary)
     tables = ipcq_tables(groups)
     if tables:
         ctx.install_ipcq(tables, slots=4, slot_bytes=max(4096, G * d * 4))
@@ -173,10 +193,13 @@ def run_decode(graph, context: int, *, users: int = 1, C: int = 2, P: int = 8,
     bound = kv_bytes / (len(coords) * spec.slice_bw_gbs)
     params = {"C": C, "P": P, "variant": variant, "tile": tile,
               "tile_shape": list(tile_shape) if tile_shape else None, "G": G, "d": d,
+              "stationary": stationary,
               "heads": shape.heads, "kv_bytes": kv_bytes,
               "reduce_rounds": tree_rounds(P) + (centre_depth(groups[0].w, groups[0].h)
                                                  if C > 1 else 0)}
     return AttentionRun("decode", spec.name, S, users, params, t1 - t0, bound, "kv_bandwidth",
                         counts, families(counts), occupancy(engine, coords, t1 - t0),
-                        len(coords), {"peak_scratch_bytes": peak_scratch(engine, coords)},
+                        len(coords), {"peak_scratch_bytes": peak_scratch(engine, coords),
+                                      "array_bound_ns": array_bound_ns(spec, S, n_ranks, users,
+                                                                       tile, G, d, stationary)},
                         arrays, max_err, engine)

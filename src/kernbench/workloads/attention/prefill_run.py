@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from kernbench.ccl.group import grid_cycle
+from kernbench.components.builtin.gemm_array import STATIONARY, busy_cycles
 from kernbench.errors import UsageError
 from kernbench.kernels.attention.helpers import (
     CubeGroup,
@@ -89,11 +90,37 @@ def _compute_busy(engine, coord) -> list[tuple[float, float]]:
     return merged
 
 
-def overlap_rows(spec) -> float:
-    """c = F / B: per-PE peak FLOP/s over the ring hop's bandwidth (UCIe or NoC link,
-    the slower), the query rows per block above which a tile's math outlasts its hop."""
+def hop_ns(spec, d: int, tile: int) -> float:
+    """Link time of one KV tile's ring hop (K and V, over the slower of UCIe and NoC)."""
+    return 2 * d * tile * F16 / min(spec.ucie.bw_gbs, spec.noc_link_bw_gbs)
+
+
+def step_array_ns(spec, q_rows: int, d: int, tile: int, heads: int,
+                  stationary: str = "auto") -> float:
+    """The array's time for one ring step: Q.K^T and P.V of ``heads`` query heads of
+    ``q_rows`` rows against one tile, under the array's stated hardware."""
+    array = spec.pe.gemm
+    cycles = (busy_cycles(q_rows, d, tile, array, stationary)
+              + busy_cycles(q_rows, tile, d, array, stationary))
+    return heads * cycles / spec.pe.clock_ghz
+
+
+def overlap_rows_peak(spec) -> float:
+    """c = F / B: per-PE peak FLOP/s over the ring hop's bandwidth, the query rows per
+    block above which an ideal array's math outlasts a tile's hop."""
     flops = 2 * spec.pe.gemm.mac_rows * spec.pe.gemm.mac_cols * spec.pe.clock_ghz  # FLOP/ns
     return flops / min(spec.ucie.bw_gbs, spec.noc_link_bw_gbs)
+
+
+def overlap_rows(spec, d: int, tile: int, heads: int = 1, limit: int = 4096) -> int:
+    """The fewest query rows per block for which a step keeps this array busy as long as
+    the next tile's hop takes (``limit`` if none up to it): the overlap point on the
+    modelled array, which a slow weight load moves below the peak-rate ``c = F / B``."""
+    hop = hop_ns(spec, d, tile)
+    for rows in range(1, limit + 1):
+        if step_array_ns(spec, rows, d, tile, heads) >= hop:
+            return rows
+    return limit
 
 
 def working_set(rows: int, tile: int, d: int, ring: bool) -> int:
@@ -141,7 +168,11 @@ def run_prefill(graph, context: int, *, users: int = 1, C: int = 8, P: int = 8,
                 tile_shape: tuple[int, int, int] | None = SUPERTILE, causal: bool = True,
                 data: bool = False,
                 seed: int = 0,
-                shape: Shape = LLAMA3_70B, keep_records: bool = False, progress=None) -> AttentionRun:
+                shape: Shape = LLAMA3_70B, keep_records: bool = False, progress=None,
+                stationary: str = "auto") -> AttentionRun:
+    if stationary not in STATIONARY:
+        raise UsageError(f"--stationary must be one of {', '.join(STATIONARY)}, "
+                         f"got {stationary!r}")
     spec = graph.spec
     validate(spec, context, users, C, P, q_rows, tile, shape)
     groups = place_groups(spec, shape.heads, C, P)
@@ -244,7 +275,7 @@ def run_prefill(graph, context: int, *, users: int = 1, C: int = 8, P: int = 8,
                 ranks[(g.sip, cube, pe)] = PrefillRank(
                     tuple(qbs), tuple(owners), tuple(kv), pos_of[cube], C, hpc, B, d, tile,
                     shape.scale, {r: (t.ptr(cube, pe, g.sip), w) for r, (t, w) in banks.items()},
-                    fused, tile_shape, causal)
+                    fused, tile_shape, causal, stationary)
     if C > 1:
         tables: dict = {}
         for g in groups:
@@ -283,14 +314,14 @@ def run_prefill(graph, context: int, *, users: int = 1, C: int = 8, P: int = 8,
     phases = {"ring_wait_mean_ns": sum(waits) / len(waits), "ring_wait_max_ns": max(waits),
               "peak_scratch_bytes": peak_scratch(engine, coords), "scratch_arena_bytes": arena,
               "hops_per_pe": counts.get("ipcq_copy", 0) / len(coords),
-              "hop_ns": 2 * d * tile * F16 / min(spec.ucie.bw_gbs, spec.noc_link_bw_gbs),
-              "step_compute_ns": 4 * hpc * q_rows * tile * d
-              / (2 * spec.pe.gemm.mac_rows * spec.pe.gemm.mac_cols * spec.pe.clock_ghz)}
+              "hop_ns": hop_ns(spec, d, tile),
+              "step_compute_ns": step_array_ns(spec, q_rows, d, tile, hpc, stationary)}
     pairs = S * (S + 1) // 2 if causal else S * S
     flops = 4 * d * pairs * shape.heads * G * users
     peak = len(coords) * 2 * spec.pe.gemm.mac_rows * spec.pe.gemm.mac_cols * spec.pe.clock_ghz  # FLOP/ns
     params = {"C": C, "P": P, "q_rows": q_rows, "tile": tile, "fused": fused, "causal": causal,
               "tile_shape": list(tile_shape) if tile_shape else None, "G": G, "d": d,
+              "stationary": stationary,
               "heads": shape.heads, "flops": flops}
     return AttentionRun("prefill", spec.name, S, users, params, t1 - t0, flops / peak,
                         "compute", counts, families(counts),

@@ -1,0 +1,83 @@
+"""The analytic fabric against the packet-level reference, on the same flows.
+
+Probe flows run alone at several sizes (``alone-<flow>``, one batch), and
+contended scenarios start their flows together (``probes.fabric_accuracy``
+builds them; the torus2d row step runs on its own mesh topology). The
+reference is the truth. Wall times are not recorded (a record must not depend
+on the machine); the cost shows as packets simulated against flows.
+"""
+
+from __future__ import annotations
+
+from kernbench.errors import ConfigError
+from kernbench.probes import fabric_accuracy as fa
+from kernbench.probes.catalog import find_case, select_flows
+from kernbench.topology.graph import TopologyGraph
+from kernbench.topology.spec import TopologySpec
+from kernbench.units import format_size, parse_size
+
+REFERENCE = "packet"
+
+
+def workloads(block: dict, spec: TopologySpec, source: str, key: str) -> list[tuple[str, dict]]:
+    flows = select_flows(spec, block["flows"], source, f"{key}.flows")
+    for i, name in enumerate(block["scenarios"]):
+        if name not in fa.SCENARIOS:
+            raise ConfigError(source, f"{key}.scenarios[{i}]",
+                              f"unknown scenario {name!r} (allowed: {', '.join(fa.SCENARIOS)})")
+    common = {"packet_bytes": int(block["packet_bytes"])}
+    sizes = sorted(parse_size(s) for s in block["sizes"])
+    contended = parse_size(block["contended_bytes"])
+    out = [(f"alone-{flow}", {"kind": "alone", "flow": flow, "sizes": sizes, **common})
+           for flow in flows]
+    out += [(name, {"kind": "contended", "scenario": name, "nbytes": contended, **common})
+            for name in block["scenarios"]]
+    return out
+
+
+def _row(scenario: str, metric: str, analytic: float, reference: float, **extra) -> dict:
+    return {"reference": REFERENCE, "scenario": scenario, "metric": metric,
+            "simulated": analytic, "reference_value": reference,
+            "rel_err": fa.rel_err(analytic, reference), **extra}
+
+
+def run_alone(graph: TopologyGraph, workload: dict) -> dict:
+    """One probe flow alone at every size, on both models."""
+    case = find_case(graph.spec, workload["flow"])
+    builder = fa.builder(graph)
+    rows, packets = [], 0
+    for nbytes in workload["sizes"]:
+        flow = case.flow(builder, nbytes)
+        (analytic,) = fa.run_analytic(graph, [flow]).completions
+        ref = fa.run_reference(graph, [flow], workload["packet_bytes"])
+        (reference,) = ref.completions
+        packets += ref.packets
+        rows.append(_row(f"alone/{case.name}/{format_size(nbytes)}", "completion_ns", analytic,
+                         reference, kind="alone", flows=1, nbytes=nbytes, category=case.category))
+    return {
+        "metrics": {"rows": rows, "max_rel_error": max(r["rel_err"] for r in rows)},
+        "prediction": {"model": f"packet-level reference, {workload['packet_bytes']} B packets",
+                       "rel_error": max(r["rel_err"] for r in rows)},
+        "op_counts": {"analytic_flows": len(rows), "reference_packets": packets},
+        "labels": {"kind": "alone", "name": case.name, "category": case.category},
+    }
+
+
+def run_contended(graph: TopologyGraph, workload: dict) -> dict:
+    """One contended scenario on both models: makespan and mean completion."""
+    sc = fa.scenario(graph, workload["scenario"], int(workload["nbytes"]))
+    acc = fa.compare(graph, sc, packet_bytes=workload["packet_bytes"])
+    extra = {"kind": "contended", "flows": acc.flows, "nbytes": int(workload["nbytes"]),
+             "shared_links": acc.shared_links}
+    rows = [_row(sc.name, "makespan_ns", acc.analytic_makespan_ns, acc.reference_makespan_ns,
+                 **extra),
+            _row(sc.name, "mean_completion_ns", acc.analytic_mean_completion_ns,
+                 acc.reference_mean_completion_ns, **extra)]
+    return {
+        "metrics": {"rows": rows, "max_rel_error": max(r["rel_err"] for r in rows),
+                    "max_flow_rel_error": acc.max_flow_rel_err},
+        "prediction": {"model": f"packet-level reference, {workload['packet_bytes']} B packets",
+                       "rel_error": acc.makespan_rel_err},
+        "op_counts": {"analytic_flows": acc.flows, "reference_packets": acc.reference_packets},
+        "labels": {"kind": "contended", "name": sc.name, "description": sc.description},
+    }

@@ -291,3 +291,31 @@ def test_exposed_wait_counts_only_uncovered_wait_time():
         idle = ~np.any([(grid >= s) & (grid < e) for s, e in busy], axis=0)
         brute += idle.mean() * (t1 - t0)
     assert exposed_wait(marks, busy) == pytest.approx(brute, rel=1e-3, abs=1e-3)
+
+
+def test_the_decode_array_bound_counts_both_products_of_every_tile(default_graph, ideal_graph):
+    """1024 tokens on one rank in 256-token tiles, G = 8 rows, d = 128. Default array
+    (a block loads in 32 cycles, double-buffered): Q.K^T has 4 x 8 blocks of
+    max(8, 32) cycles, P.V 8 x 4; holding the 8 rows instead costs the same (4 x 1
+    blocks of 256 columns), so 2 x 1024 cycles per tile. Ideal array: 8 cycles a block."""
+    from kernbench.workloads.attention.decode_run import array_bound_ns
+
+    assert array_bound_ns(default_graph.spec, 1024, 1, 1, 256, 8, 128, "auto") == 4 * 2 * 1024
+    assert array_bound_ns(ideal_graph.spec, 1024, 1, 1, 256, 8, 128, "auto") == 4 * 2 * 256
+    assert array_bound_ns(default_graph.spec, 1000, 1, 2, 256, 8, 128, "b") == 2 * (
+        3 * 2 * 1024 + 2 * (4 * 8 * 32))  # last tile of 232 tokens: 8 column blocks, 8 row blocks
+
+
+def test_the_ring_overlap_point_follows_the_array(default_graph, ideal_graph):
+    """A 256-token tile of d = 128 hops in 4 x 128 x 256 B / 128 GB/s = 1024 ns. On the
+    ideal array a step of r rows takes 2 x 32 r cycles, so r = 16 = F / B; on the
+    default array every block takes at least its 32-cycle load, 2048 cycles at any r."""
+    from kernbench.workloads.attention.prefill_run import (
+        hop_ns,
+        overlap_rows,
+        overlap_rows_peak,
+    )
+
+    assert hop_ns(ideal_graph.spec, 128, 256) == 1024
+    assert overlap_rows(ideal_graph.spec, 128, 256) == 16 == overlap_rows_peak(ideal_graph.spec)
+    assert overlap_rows(default_graph.spec, 128, 256) == 1

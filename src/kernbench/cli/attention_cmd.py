@@ -91,6 +91,10 @@ def run(args: argparse.Namespace) -> int:
     out.write(f"latency {r.latency_ns / 1000:.3f} us   bound ({r.bound_kind}) "
               f"{r.bound_ns / 1000:.3f} us   gap {100 * r.gap:+.1f} %   "
               f"({100 * r.bound_ns / r.latency_ns:.1f} % of the bound)\n")
+    array = r.phases.get("array_bound_ns")
+    if array:
+        out.write(f"# the array's own bound (both products of every KV tile of the busiest "
+                  f"rank): {array / 1000:.3f} us, {array / r.bound_ns:.2f}x the KV bound\n")
     out.write("# op counts: " + ", ".join(f"{k} {v}" for k, v in r.families.items()) + "\n")
     out.write("# engine occupancy (% of the span, mean over PEs): " + ", ".join(
         f"{k} {v:.1f}" for k, v in r.occupancy.items()) + "\n")

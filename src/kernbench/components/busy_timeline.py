@@ -37,7 +37,7 @@ class BusyTimeline:
         """:meth:`reserve` with ``now`` known; the same result, cheaper when ``t``
         is after every booking (then finished intervals are dropped on the way)."""
         ends = self.ends
-        if t < now:
+        if t < now and duration > 0.0:  # a zero-length booking holds nothing
             raise RuntimeError(f"a booking at {t} ns is older than the time {now} ns this "
                                f"timeline may already have forgotten up to")
         if ends and t >= ends[-1] and duration > 0.0:

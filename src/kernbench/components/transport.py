@@ -98,6 +98,8 @@ class Transport:
         if on_arrival is None and seq is None:
             arrive = None  # nothing lands anywhere: no delivery to schedule
 
+        if at < self.env.now * (1.0 - 1e-12):  # (float sums of delays may round below it)
+            raise ValueError(f"cannot send into the past ({at} < now {self.env.now})")
         if self.fair is None:
             done = self._book(flow, at, vc, timing)
             if arrive is not None:

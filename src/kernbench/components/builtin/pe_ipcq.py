@@ -230,6 +230,9 @@ def execute_send(pe, cmd: IpcqSendCmd, t_issue: float, deps) -> Completion:
         return sent
 
     if t <= pe.env.now:
+        # a kernel that runs behind simulated time (it waited for a result that became
+        # known late) sends now: the fabric has moved on, as for its DMAs (pe_dma)
+        t = pe.env.now
         return send()
     # send when simulated time reaches it (the fabric sees sends in time order) while
     # the kernel runs on: no switch to SimPy and back per message

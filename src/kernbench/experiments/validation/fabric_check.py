@@ -2,8 +2,9 @@
 
 Probe flows run alone at several sizes (``alone-<flow>``, one batch), and
 contended scenarios start their flows together (``probes.fabric_accuracy``
-builds them; the torus2d row step runs on its own mesh topology). The
-reference is the truth. Wall times are not recorded (a record must not depend
+builds them; the torus2d row step runs on its own mesh topology), and once
+more on the analytic fabric with links booked FIFO, the stated alternative to
+interleaving. The reference is the truth. Wall times are not recorded (a record must not depend
 on the machine); the cost shows as packets simulated against flows.
 """
 
@@ -12,11 +13,13 @@ from __future__ import annotations
 from kernbench.errors import ConfigError
 from kernbench.probes import fabric_accuracy as fa
 from kernbench.probes.catalog import find_case, select_flows
+from kernbench.topology import load_topology
 from kernbench.topology.graph import TopologyGraph
 from kernbench.topology.spec import TopologySpec
 from kernbench.units import format_size, parse_size
 
 REFERENCE = "packet"
+ALTERNATIVE = "fifo"  # the sharing model the contended scenarios also run under
 
 
 def workloads(block: dict, spec: TopologySpec, source: str, key: str) -> list[tuple[str, dict]]:
@@ -63,16 +66,31 @@ def run_alone(graph: TopologyGraph, workload: dict) -> dict:
     }
 
 
+def _under(graph: TopologyGraph, sharing: str, scenario) -> tuple[float, float]:
+    """(makespan, mean completion) of the scenario's flows on the analytic fabric with
+    links shared under ``sharing`` (the same topology otherwise)."""
+    other = load_topology(graph.spec.source, {"fabric.sharing": sharing})
+    done = fa.run_analytic(fa.scenario_graph(other, scenario.name), scenario.flows).completions
+    return max(done), sum(done) / len(done)
+
+
 def run_contended(graph: TopologyGraph, workload: dict) -> dict:
-    """One contended scenario on both models: makespan and mean completion."""
+    """One contended scenario on both models: makespan and mean completion, and the
+    same under the stated alternative, whole transfers booked in turn (``fifo``)."""
     sc = fa.scenario(graph, workload["scenario"], int(workload["nbytes"]))
     acc = fa.compare(graph, sc, packet_bytes=workload["packet_bytes"])
     extra = {"kind": "contended", "flows": acc.flows, "nbytes": int(workload["nbytes"]),
-             "shared_links": acc.shared_links}
+             "shared_links": acc.shared_links, "sharing": graph.spec.sharing}
+    fifo_makespan, fifo_mean = _under(graph, ALTERNATIVE, sc)
+    alt = {**extra, "sharing": ALTERNATIVE}
     rows = [_row(sc.name, "makespan_ns", acc.analytic_makespan_ns, acc.reference_makespan_ns,
                  **extra),
             _row(sc.name, "mean_completion_ns", acc.analytic_mean_completion_ns,
-                 acc.reference_mean_completion_ns, **extra)]
+                 acc.reference_mean_completion_ns, **extra),
+            _row(sc.name, f"makespan_ns/{ALTERNATIVE}", fifo_makespan,
+                 acc.reference_makespan_ns, **alt),
+            _row(sc.name, f"mean_completion_ns/{ALTERNATIVE}", fifo_mean,
+                 acc.reference_mean_completion_ns, **alt)]
     return {
         "metrics": {"rows": rows, "max_rel_error": max(r["rel_err"] for r in rows),
                     "max_flow_rel_error": acc.max_flow_rel_err},

@@ -47,6 +47,8 @@ def packet(sub: pd.DataFrame, out: Path, target: float) -> list[Path]:
     alone = sub[sub["metric"] == "completion_ns"]
     mk = sub[sub["metric"] == "makespan_ns"]
     mean = sub[sub["metric"] == "mean_completion_ns"]
+    fifo = {m: sub[sub["metric"] == f"{m}/fifo"].set_index("scenario")["rel_err"]
+            for m in ("makespan_ns", "mean_completion_ns")}
     with plt.rc_context(STYLE):
         fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(7.0, 2.6),
                                        gridspec_kw={"width_ratios": [1, 1.3], "wspace": 0.35})
@@ -61,14 +63,19 @@ def packet(sub: pd.DataFrame, out: Path, target: float) -> list[Path]:
         ax1.set_ylabel("analytic engine (ns)")
         ax1.set_title("lone flows (every probe flow)")
         x = range(len(mk))
-        ax2.bar([i - 0.2 for i in x], 100 * mk["rel_err"], width=0.4, color="C0",
-                label="makespan")
-        ax2.bar([i + 0.2 for i in x], 100 * mean["rel_err"], width=0.4, color="C1",
-                label="mean completion")
+        names = list(mk["scenario"])
+        bars = [("makespan", mk["rel_err"], "C0", None), ("mean completion", mean["rel_err"],
+                                                          "C1", None),
+                ("makespan, FIFO links", fifo["makespan_ns"].reindex(names), "C0", "//"),
+                ("mean, FIFO links", fifo["mean_completion_ns"].reindex(names), "C1", "//")]
+        for j, (label, err, color, hatch) in enumerate(bars):
+            ax2.bar([i - 0.3 + 0.2 * j for i in x], 100 * err.to_numpy(), width=0.2,
+                    color="white" if hatch else color, edgecolor=color, hatch=hatch,
+                    label=label)
         ax2.axhline(100 * target, color="k", linewidth=0.6, linestyle="--",
                     label=f"{100 * target:g} % makespan target")
         ax2.set_xticks(list(x))
-        ax2.set_xticklabels(list(mk["scenario"]), rotation=20, ha="right", fontsize=6)
+        ax2.set_xticklabels(names, rotation=20, ha="right", fontsize=6)
         ax2.set_ylabel("error vs reference (%)")
         ax2.set_title("contended scenarios")
         ax2.legend(frameon=False, fontsize=5)

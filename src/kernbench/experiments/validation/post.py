@@ -26,6 +26,10 @@ COMPONENTS = (  # (label, reference label, rows selector)
     ("Analytic fabric, contended makespan", "packet reference", "packet", "makespan_ns"),
     ("Analytic fabric, contended mean completion", "packet reference", "packet",
      "mean_completion_ns"),
+    ("\\quad the same, links booked FIFO: makespan", "packet reference", "packet",
+     "makespan_ns/fifo"),
+    ("\\quad the same, links booked FIFO: mean completion", "packet reference", "packet",
+     "mean_completion_ns/fifo"),
     ("Packet reference, every flow", "ns-3 3.44", "ns-3", None),
 )
 
@@ -113,9 +117,13 @@ def _packet_values(df: pd.DataFrame) -> dict[str, Value]:
         "contended/worst": text(mk.sort_values("rel_err", kind="mergesort")["scenario"].iloc[-1])
         if len(mk) else MISSING,
         "contended/bytes": text(_size(mk["nbytes"].iloc[0])) if len(mk) else MISSING,
+        "fifo/maxmakespanerrpct": _err(_select(df, "packet", "makespan_ns/fifo"), "max"),
+        "fifo/maxmeanerrpct": _err(_select(df, "packet", "mean_completion_ns/fifo"), "max"),
     }
     for name in SCENARIOS:
-        for metric, key in (("makespan_ns", "makespan"), ("mean_completion_ns", "mean")):
+        for metric, key in (("makespan_ns", "makespan"), ("mean_completion_ns", "mean"),
+                            ("makespan_ns/fifo", "fifomakespan"),
+                            ("mean_completion_ns/fifo", "fifomean")):
             row = _select(df, "packet", metric)
             row = row[row["scenario"] == name]
             p = f"scenario/{name}/{key}"
@@ -162,13 +170,22 @@ def tables(df: pd.DataFrame) -> dict[str, str]:
 
 
 def _contended_table(df: pd.DataFrame) -> str:
+    """Per scenario: flows, shared links, makespans, and the makespan and mean-completion
+    errors with interleaved links and with FIFO links."""
     mk = _select(df, "packet", "makespan_ns")
-    mean = _select(df, "packet", "mean_completion_ns").set_index("scenario")
+    err = {m: _select(df, "packet", m).set_index("scenario")["rel_err"]
+           for m in ("mean_completion_ns", "makespan_ns/fifo", "mean_completion_ns/fifo")}
+
+    def cell(metric: str, scenario: str) -> str:
+        col = err[metric]
+        return latex(errpct(float(col[scenario]))) if scenario in col.index else "--"
+
     rows = [[escape(r["scenario"]), latex(count(int(r["flows"]))),
              latex(count(int(r["shared_links"]))), latex(num(r["simulated"], 1)),
              latex(num(r["reference_value"], 1)), latex(errpct(float(r["rel_err"]))),
-             latex(errpct(float(mean.loc[r["scenario"], "rel_err"])))]
+             cell("mean_completion_ns", r["scenario"]), cell("makespan_ns/fifo", r["scenario"]),
+             cell("mean_completion_ns/fifo", r["scenario"])]
             for _, r in mk.iterrows()]
-    header = ["Scenario", "Flows", "Shared links", "Analytic (ns)", "Reference (ns)",
-              r"Makespan err.\,\%", r"Mean err.\,\%"]
-    return HEADER + tabular("@{}lrrrrrr@{}", header, rows)
+    header = ["Scenario", "Flows", "Shared", "Analytic (ns)", "Reference (ns)",
+              r"Makesp.\,\%", r"Mean\,\%", r"FIFO makesp.\,\%", r"FIFO mean\,\%"]
+    return HEADER + tabular("@{}lrrrrrrrr@{}", header, rows)

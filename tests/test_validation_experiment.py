@@ -156,9 +156,41 @@ def test_contended_rows_compare_both_sharing_models(default_graph):
         "kind": "contended", "scenario": "two-flows-one-link", "nbytes": 16 * 1024,
         "packet_bytes": 256})
     rows = {r["metric"]: r for r in body["metrics"]["rows"]}
-    assert set(rows) == {"makespan_ns", "mean_completion_ns", "makespan_ns/fifo",
-                         "mean_completion_ns/fifo"}
+    assert set(rows) == {"makespan_ns", "mean_completion_ns", "worst_flow_completion_ns",
+                         "makespan_ns/fifo", "mean_completion_ns/fifo"}
     assert rows["makespan_ns"]["rel_err"] < 0.01 and rows["mean_completion_ns"]["rel_err"] < 0.01
     assert rows["makespan_ns/fifo"]["rel_err"] < 0.01
     assert 0.1 < rows["mean_completion_ns/fifo"]["rel_err"] < 0.3
     assert rows["makespan_ns/fifo"]["sharing"] == "fifo"
+
+
+def test_the_worst_flow_row_is_the_flow_farthest_from_the_reference(default_graph):
+    """Recomputed flow by flow from both models: the row names the flow whose own
+    completion differs most, and the values pick the worst row over all scenarios."""
+    from kernbench.experiments.validation import fabric_check
+    from kernbench.probes import fabric_accuracy as fa
+
+    sc = fa.scenario(default_graph, "hbm-hot-spot", 16 * 1024)
+    a = fa.run_analytic(default_graph, sc.flows).completions
+    r = fa.run_reference(default_graph, sc.flows, 256).completions
+    errs = [abs(x - y) / y for x, y in zip(a, r, strict=True)]
+    i = errs.index(max(errs))
+    body = fabric_check.run_contended(default_graph, {
+        "kind": "contended", "scenario": "hbm-hot-spot", "nbytes": 16 * 1024,
+        "packet_bytes": 256})
+    (row,) = [x for x in body["metrics"]["rows"] if x["metric"] == "worst_flow_completion_ns"]
+    assert row["simulated"] == a[i] and row["reference_value"] == r[i]
+    assert row["flow"] == f"{sc.flows[i].kind} from {sc.flows[i].initiator}"
+    other = {**row, "scenario": "two-flows-one-link", "rel_err": row["rel_err"] / 2,
+             "flow": "x"}
+    v = post.values(post.frame([_record("a", [row]), _record("b", [other])]))
+    assert v["packet/worstflow/scenario"].number == "hbm-hot-spot"
+    assert v["packet/worstflow/flow"].number == row["flow"]
+
+
+def test_large_errors_print_without_an_exponent():
+    """A flow 4x off is a 303 % error: two significant figures, in plain digits."""
+    from kernbench.analysis.values import errpct, latex, markdown
+
+    assert latex(errpct(3.032)) == "300" and markdown(errpct(0.996)) == "100"
+    assert latex(errpct(0.000164)) == "0.016"

@@ -109,7 +109,11 @@ def _fixed(value, digits: int) -> str:
 
 
 def _sig(value: float, digits: int) -> str:
-    return "0" if value == 0 else f"{value:.{digits}g}"
+    """``digits`` significant figures, never in exponent form (303 at 2 digits: 300)."""
+    if value == 0:
+        return "0"
+    short = f"{value:.{digits}g}"
+    return f"{float(short):.0f}" if "e+" in short else short
 
 
 def _plain(v: Value) -> str | None:

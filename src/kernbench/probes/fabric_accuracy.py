@@ -159,6 +159,9 @@ class ScenarioAccuracy:
     reference_mean_completion_ns: float
     mean_completion_rel_err: float
     max_flow_rel_err: float  # worst single flow's completion time
+    worst_flow: str  # that flow: kind and initiator
+    worst_flow_analytic_ns: float
+    worst_flow_reference_ns: float
     analytic_wall_s: float
     reference_wall_s: float
     reference_packets: int
@@ -296,6 +299,9 @@ def compare(graph: TopologyGraph, scenario: Scenario, *, packet_bytes: int = 256
     r = run_reference(graph, scenario.flows, packet_bytes, hbm)
     n = len(scenario.flows)
     mean_a, mean_r = sum(a.completions) / n, sum(r.completions) / n
+    errs = [rel_err(x, y) for x, y in zip(a.completions, r.completions, strict=True)]
+    worst = max(range(n), key=errs.__getitem__)
+    flow = scenario.flows[worst]
     return ScenarioAccuracy(
         name=scenario.name, description=scenario.description, flows=n,
         shared_links=scenario.shared_links(),
@@ -303,8 +309,9 @@ def compare(graph: TopologyGraph, scenario: Scenario, *, packet_bytes: int = 256
         makespan_rel_err=rel_err(max(a.completions), max(r.completions)),
         analytic_mean_completion_ns=mean_a, reference_mean_completion_ns=mean_r,
         mean_completion_rel_err=rel_err(mean_a, mean_r),
-        max_flow_rel_err=max(rel_err(x, y) for x, y in zip(a.completions, r.completions,
-                                                            strict=True)),
+        max_flow_rel_err=errs[worst], worst_flow=f"{flow.kind} from {flow.initiator}",
+        worst_flow_analytic_ns=a.completions[worst],
+        worst_flow_reference_ns=r.completions[worst],
         analytic_wall_s=a.wall_s, reference_wall_s=r.wall_s, reference_packets=r.packets)
 
 

@@ -1,8 +1,8 @@
 """A packet-level reference model of the fabric, for checking the analytic engine.
 
-The analytic fabric (``components/fabric.py``) times a whole transfer in one
-pass: it books each link for ``nbytes / bw`` when the head arrives and lets the
-tail follow ``nbytes / bottleneck`` later. This module simulates the same
+The analytic fabric (``components/fabric.py``) never looks at anything
+smaller than a whole transfer: transfers share links as a fluid
+(``fabric.sharing``, docs/latency-model.md). This module simulates the same
 FlowSpecs the slow, obvious way, so the analytic shortcut can be measured
 against it. It is a yardstick only; studies never use it.
 

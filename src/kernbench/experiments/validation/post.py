@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from kernbench.analysis.latex import HEADER, escape, tabular
-from kernbench.analysis.values import MISSING, Value, count, errpct, latex, num, text
+from kernbench.analysis.values import MISSING, Value, count, errpct, latex, num, ratio, text
 from kernbench.experiments.validation import figures as figs
 from kernbench.probes.fabric_accuracy import SCENARIOS
 
@@ -26,6 +26,8 @@ COMPONENTS = (  # (label, reference label, rows selector)
     ("Analytic fabric, contended makespan", "packet reference", "packet", "makespan_ns"),
     ("Analytic fabric, contended mean completion", "packet reference", "packet",
      "mean_completion_ns"),
+    ("\\quad the flow that differs most, per scenario", "packet reference", "packet",
+     "worst_flow_completion_ns"),
     ("\\quad the same, links booked FIFO: makespan", "packet reference", "packet",
      "makespan_ns/fifo"),
     ("\\quad the same, links booked FIFO: mean completion", "packet reference", "packet",
@@ -117,6 +119,7 @@ def _packet_values(df: pd.DataFrame) -> dict[str, Value]:
         "contended/worst": text(mk.sort_values("rel_err", kind="mergesort")["scenario"].iloc[-1])
         if len(mk) else MISSING,
         "contended/bytes": text(_size(mk["nbytes"].iloc[0])) if len(mk) else MISSING,
+        **_worst_flow(_select(df, "packet", "worst_flow_completion_ns")),
         "fifo/maxmakespanerrpct": _err(_select(df, "packet", "makespan_ns/fifo"), "max"),
         "fifo/maxmeanerrpct": _err(_select(df, "packet", "mean_completion_ns/fifo"), "max"),
     }
@@ -135,6 +138,19 @@ def _packet_values(df: pd.DataFrame) -> dict[str, Value]:
                       p + "refns": num(r["reference_value"], 1)})
             v[f"scenario/{name}/flows"] = count(int(r["flows"]))
     return v
+
+
+def _worst_flow(rows: pd.DataFrame) -> dict[str, Value]:
+    """The single flow whose completion differs most from the reference, over every
+    contended scenario (keys ``worstflow/...``)."""
+    keys = ("errpct", "scenario", "flow", "ns", "refns", "ratio")
+    if rows.empty:
+        return {f"worstflow/{k}": MISSING for k in keys}
+    r = rows.sort_values("rel_err", kind="mergesort").iloc[-1]
+    return {"worstflow/errpct": errpct(float(r["rel_err"])),
+            "worstflow/scenario": text(r["scenario"]), "worstflow/flow": text(r["flow"]),
+            "worstflow/ns": num(r["simulated"], 1), "worstflow/refns": num(r["reference_value"], 1),
+            "worstflow/ratio": ratio(float(r["simulated"]) / float(r["reference_value"]))}
 
 
 def _size(nbytes) -> str:

@@ -101,4 +101,4 @@ def test_runnable_example_executes(doc, index, monkeypatch):
     code = runnable_blocks(doc.read_text())[index]
     monkeypatch.chdir(ROOT)
     namespace = {"__name__": f"docs_example_{doc.stem.replace('-', '_')}_{index}"}
-    exec(compile(code, f"{doc.name}[runnable {index}]", "exec"), namespace)  # noqa: S102 - our docs
+    exec(compile(code, f"{doc.name}[runnable {index}]", "exec"), namespace)  # our docs

@@ -1,4 +1,4 @@
-"""Short-context GQA attention (ADR-0070 mappings A1/A2/A4/B, tiers 1-3).
+"""Short-context GQA attention (ADR 0036 mappings A1/A2/A4/B, tiers 1-3).
 
 Every mapping x tier x phase must reproduce plain softmax attention (causal for
 prefill) on random f16 inputs at contexts that are multiples of nothing; the

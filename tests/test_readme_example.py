@@ -13,7 +13,7 @@ def test_readme_kernel_example(small_graph):
     text = (ROOT / "README.md").read_text()
     code = text.split("## Writing a kernel")[1].split("```python")[1].split("```")[0]
     scope = {"np": np, "DPPolicy": DPPolicy}
-    exec(code, scope)  # noqa: S102 - our own documentation
+    exec(code, scope)  # our own documentation
     ctx = RuntimeContext(GraphEngine(small_graph, enable_data=True))
     scope["run"](ctx)
     y = ctx._tensors[-1]

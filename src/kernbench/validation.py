@@ -35,7 +35,7 @@ class _StrictPyLoader(yaml.SafeLoader):
 
 def safe_load(text: str) -> Any:
     """``yaml.safe_load`` on the fast loader (for files we ship or have validated)."""
-    return yaml.load(text, Loader=_SafeLoader)  # noqa: S506 - a SafeLoader
+    return yaml.load(text, Loader=_SafeLoader)  # a SafeLoader
 
 
 def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False):
@@ -58,11 +58,11 @@ for _loader in (_StrictLoader, _StrictPyLoader):
 def parse_yaml(text: str, source: str) -> Any:
     """Parse YAML text; syntax errors become ``file:line:col`` one-liners."""
     try:
-        return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - strict SafeLoader subclass
+        return yaml.load(text, Loader=_StrictLoader)  # strict SafeLoader subclass
     except yaml.YAMLError:
         pass  # explain it with the pure-Python parser's wording (the fast path is unchanged)
     try:
-        return yaml.load(text, Loader=_StrictPyLoader)  # noqa: S506 - strict SafeLoader subclass
+        return yaml.load(text, Loader=_StrictPyLoader)  # strict SafeLoader subclass
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown position"

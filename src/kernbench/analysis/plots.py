@@ -7,7 +7,7 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
 STYLE = {"font.size": 8, "axes.titlesize": 8, "legend.fontsize": 6, "figure.dpi": 150,
          "svg.hashsalt": "kernbench", "pdf.fonttype": 42}

@@ -65,7 +65,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         return 2
     except BrokenPipeError:  # e.g. `kernbench probe | head`
         return 0
-    except Exception:  # noqa: BLE001 - reported as what it is: a bug
+    except Exception:  # reported as what it is: a bug
         traceback.print_exc()
         print("kernbench: internal error: this is a bug in KernBench, not in your input; "
               "please report it with the traceback above", file=sys.stderr)

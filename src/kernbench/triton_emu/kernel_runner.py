@@ -57,7 +57,7 @@ class KernelRunner:
         while not self._greenlet.dead:
             try:
                 value = yield request
-            except Exception as exc:  # noqa: BLE001 - the awaited work failed: the kernel sees it
+            except Exception as exc:  # the awaited work failed: the kernel sees it
                 request = self._greenlet.throw(exc)
             else:
                 request = self._greenlet.switch(value)
@@ -79,7 +79,7 @@ class KernelRunner:
             return self._body()
         except KernelError as exc:
             return _Failure(exc)
-        except Exception as exc:  # noqa: BLE001 - sorted into user error or bug below
+        except Exception as exc:  # sorted into user error or bug below
             if isinstance(exc, KernbenchError) or self._raised_by_kernel(exc):
                 return _Failure(self._describe(exc))
             exc.add_note(f"(raised inside the simulator while kernel {self.name!r} ran on "

@@ -76,7 +76,7 @@ class CompositeFeeder:
         waits on the composite, which is the kernel that issued it."""
         try:
             yield from self._run(cmd, t0, comp, waits)
-        except Exception as exc:  # noqa: BLE001 - re-raised in the waiting kernel
+        except Exception as exc:  # re-raised in the waiting kernel
             comp.fail(exc)
 
     def _run(self, cmd: CompositeCmd, t0: float, comp: Completion, waits):

@@ -1,4 +1,4 @@
-"""Short-context GQA attention: a CUBE serves ``kv_per_cube`` KV heads (ADR-0070).
+"""Short-context GQA attention: a CUBE serves ``kv_per_cube`` KV heads (ADR 0036).
 
 The 8 PEs of a CUBE form ``kv_per_cube`` groups; a group serves one KV head
 with its G query heads folded into the GEMM M dimension. No data leaves the

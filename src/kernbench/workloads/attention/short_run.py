@@ -1,4 +1,4 @@
-"""Short-context GQA attention over every KV head of a system (ADR-0070 mappings).
+"""Short-context GQA attention over every KV head of a system (ADR 0036 mappings).
 
 Mapping ``A1``/``A2``/``A4``/``B`` puts ``kv_per_cube`` = 1/2/4/8 KV heads in
 each CUBE: KV head h lives in CUBE h // kv_per_cube and is served by the
@@ -485,7 +485,7 @@ def run_short(graph, phase: str, context: int, *, mapping: str = "A2", tier: int
 
 
 def metrics(run: AttentionRun) -> dict:
-    """The ADR-0070 metric set of a short-context run, all from the run record:
+    """The ADR 0036 metric set of a short-context run, all from the run record:
 
     * ``wall_us``: launch-to-finish span (first kernel start to last kernel end);
     * ``n_pe``: PEs that ran the kernel (C CUBEs x P);

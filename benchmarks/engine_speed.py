@@ -19,6 +19,7 @@ import simpy
 
 from kernbench.policy.address import PhysAddr
 from kernbench.sim_engine import GraphEngine
+from kernbench.sim_engine.engine import count_steps
 from kernbench.topology import load_topology
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,14 +49,7 @@ def engine_closed_loop(graph, n: int, streams: int) -> tuple[float, float]:
     sb = graph.spec.hbm_slice_bytes
     pes = graph.spec.pes_per_cube
     per_stream = n // streams
-    counter = [0]
-    step = eng.env.step
-
-    def counted_step():
-        counter[0] += 1
-        step()
-
-    eng.env.step = counted_step
+    counter = count_steps(eng.env)
 
     def stream(env, k):
         cube, pe = k // pes % graph.spec.cubes_per_sip, k % pes

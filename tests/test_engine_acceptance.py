@@ -8,6 +8,7 @@ import pytest
 from kernbench.policy.address import PhysAddr
 from kernbench.probes.catalog import build_catalog
 from kernbench.sim_engine import GraphEngine
+from kernbench.sim_engine.engine import count_steps
 from kernbench.units import KiB, MiB
 
 
@@ -128,19 +129,6 @@ def test_eight_pes_reading_their_slices_reach_the_cube_bandwidth(default_graph, 
     assert achieved <= cube_bw
 
 
-def _steps(eng) -> list[int]:
-    """Count the SimPy events ``eng`` processes from now on."""
-    count = [0]
-    step = eng.env.step
-
-    def counted():
-        count[0] += 1
-        step()
-
-    eng.env.step = counted
-    return count
-
-
 @pytest.mark.parametrize("policy", ["interleaved", "fifo"])
 def test_events_per_transfer_do_not_grow_with_the_route(with_sharing, policy):
     """A transfer costs the same few events over 2 hops or 30, alone or queued."""
@@ -151,7 +139,7 @@ def test_events_per_transfer_do_not_grow_with_the_route(with_sharing, policy):
         flow = eng.flows.pe_dma_write(0, 0, 0, _slice(graph, 15 if where == "far" else 0, 0),
                                       4 * KiB)
         per[where] = len(flow.legs[0].nodes)
-        count = _steps(eng)
+        count = count_steps(eng.env)
         events = [eng.submit(flow) for _ in range(100)]  # all at once: they contend
         eng.run()
         assert all(ev.triggered for ev in events) and eng.submitted == 100

@@ -120,17 +120,7 @@ def generate(config: dict, tables: dict[str, str | Path], out_dir: str | Path,
     written.append(write_atomic(out / "sensitivity_table.tex", sens.latex_table(reruns, settings)))
     exps = ordered(tables)
     for exp in exps:
-        post = exp.post_module()
-        df = load_table(post, tables[exp.name])
-        values.update(experiment_values(exp, post, df, ctx))
-        values[f"has/{exp.name}"] = count(1)  # lets shared text test which studies ran
-        made = post.tables(df) if hasattr(post, "tables") else {}
-        if set(made) != set(exp.tables):
-            raise RuntimeError(f"experiment {exp.name!r} declares tables {sorted(exp.tables)} "
-                               f"but made {sorted(made)}")
-        for name, tex in sorted(made.items()):
-            written.append(write_atomic(out / f"{name}.tex", tex))
-        written.append(write_atomic(out / "sections" / f"{exp.name}.tex", exp.section))
+        written += _experiment_outputs(exp, tables[exp.name], ctx, out, values)
     studies = [e for e in exps if e.part == "study"]
     parts = [e for e in exps if e.part == "platform"]
 
@@ -158,13 +148,7 @@ def generate(config: dict, tables: dict[str, str | Path], out_dir: str | Path,
     values.update(example)
     snippets["appendix.tex"] = ("\\appendix\n\\input{sections/capacity_example.tex}\n"
                                 if example else "")
-    sources = {f"{Path(f).parent.name}/{Path(f).name}": Path(f).read_text()
-               for e in exps for f in e.files if f.endswith(".tex")}
-    sources.update({f"generated/{k}": v for k, v in snippets.items()})
-    sections = out.parent / "sections"  # the paper's fixed text, when generating in place
-    if sections.is_dir():
-        sources.update({f"sections/{p.name}": p.read_text() for p in sorted(sections.glob("*.tex"))
-                        if example or p.name != "capacity_example.tex"})
+    sources = _paper_sources(exps, snippets, out, bool(example))
     for _, key in undefined_values(sources, values):  # reruns this configuration skipped
         if key.split("/", 1)[0] in sens.PREFIXES:
             values[key] = MISSING
@@ -177,6 +161,35 @@ def generate(config: dict, tables: dict[str, str | Path], out_dir: str | Path,
         if missing:
             raise RuntimeError(f"report generation did not produce: {', '.join(missing)}")
     return written
+
+
+def _experiment_outputs(exp: Experiment, table: str | Path, ctx: ReportContext, out: Path,
+                        values: dict) -> list[Path]:
+    """One experiment's values (added to ``values``), tables and section text."""
+    post = exp.post_module()
+    df = load_table(post, table)
+    values.update(experiment_values(exp, post, df, ctx))
+    values[f"has/{exp.name}"] = count(1)  # lets shared text test which studies ran
+    made = post.tables(df) if hasattr(post, "tables") else {}
+    if set(made) != set(exp.tables):
+        raise RuntimeError(f"experiment {exp.name!r} declares tables {sorted(exp.tables)} "
+                           f"but made {sorted(made)}")
+    written = [write_atomic(out / f"{name}.tex", tex) for name, tex in sorted(made.items())]
+    written.append(write_atomic(out / "sections" / f"{exp.name}.tex", exp.section))
+    return written
+
+
+def _paper_sources(exps: list[Experiment], snippets: dict[str, str], out: Path,
+                   with_example: bool) -> dict[str, str]:
+    """Every text the paper inputs, by its path under report/, for the value check."""
+    sources = {f"{Path(f).parent.name}/{Path(f).name}": Path(f).read_text()
+               for e in exps for f in e.files if f.endswith(".tex")}
+    sources.update({f"generated/{k}": v for k, v in snippets.items()})
+    sections = out.parent / "sections"  # the paper's fixed text, when generating in place
+    if sections.is_dir():
+        sources.update({f"sections/{p.name}": p.read_text() for p in sorted(sections.glob("*.tex"))
+                        if with_example or p.name != "capacity_example.tex"})
+    return sources
 
 
 def executive_summary(names: list[str], tables: dict, config: dict) -> str:

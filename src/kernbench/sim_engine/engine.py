@@ -160,6 +160,21 @@ class FlowResult(NamedTuple):
         return out
 
 
+
+def count_steps(env: simpy.Environment) -> list[int]:
+    """Count the events ``env`` processes from now on (``[n]``, updated in place):
+    SimPy's own ``step`` is wrapped, so process resumptions count too. For speed
+    benchmarks and the events-per-transfer tests."""
+    count = [0]
+    step = env.step
+
+    def counted() -> None:
+        count[0] += 1
+        step()
+
+    env.step = counted
+    return count
+
 class GraphEngine:
     """Owns the SimPy environment, the fabric (link and HBM-channel occupancy), the
     flow builder and router, the op log, the memory store (data mode), the PE

@@ -590,6 +590,18 @@ def values(df: pd.DataFrame, ctx=None) -> dict[str, Value]:
             round((lo - cost_model.fixed_per_cmd_cycles) / cost_model.byte_cycles_recip), 0)
     else:
         v["comp/descbytes"] = MISSING
+    v.update(_kernel_values(h))
+    v.update(_cube_values(h))
+    refs = h["refs"]
+    v.update(_ref_values(df, "ref/compute", refs["compute"], h))
+    v.update(_ref_values(df, "ref/memory", refs["memory"], h))
+    v.update(mapping)
+    return v
+
+
+def _kernel_values(h: dict) -> dict[str, Value]:
+    """The primitive and prefetch kernels against the composite."""
+    v: dict[str, Value] = {}
     for kern, short in (("primitive", "prim"), ("prefetch", "pref")):
         v.update(_range_values(f"{short}/slowdown", h[f"{kern}_slowdown"], ratio))
         for b in BOUNDS:
@@ -602,6 +614,12 @@ def values(df: pd.DataFrame, ctx=None) -> dict[str, Value]:
         v.update(_range_values(f"{short}/cpushare", h[f"{kern}_cpu_share"], pct))
         b = h[f"{kern}_util_best"]
         v[f"{short}/bestutil"] = _opt(lambda r: pct(r["mac_util_pct"]), b)
+    return v
+
+
+def _cube_values(h: dict) -> dict[str, Value]:
+    """The composite split over a CUBE: speed-ups and its best and worst shapes."""
+    v: dict[str, Value] = {}
     v.update(_range_values("cube/speedup", h["cube_speedup"], ratio))
     v.update(_range_values("cube/decode/speedup", h["cube_decode_speedup"], ratio))
     v.update(_range_values("cube/errpct", h["cube_err"], pct))
@@ -619,10 +637,6 @@ def values(df: pd.DataFrame, ctx=None) -> dict[str, Value]:
         v[p + "roofutil"] = _opt(lambda r: pct(r["roofline_util_pct"]), r)
         v[p + "util"] = _opt(lambda r: pct(r["mac_util_pct"]), r)
         v[p + "n"] = _opt(lambda r: num(int(r["n"]) // int(r["pes"]), 0), r)
-    refs = h["refs"]
-    v.update(_ref_values(df, "ref/compute", refs["compute"], h))
-    v.update(_ref_values(df, "ref/memory", refs["memory"], h))
-    v.update(mapping)
     return v
 
 

@@ -270,6 +270,15 @@ def values(df: pd.DataFrame, ctx=None) -> dict[str, Value]:
         for k in ("besteffpct", "bestC", "bestvariant", "bestgemmpct", "bestcontext",
                   "worsteffpct", "points", "above85", "opt1lat", "opt2lat", "opt3lat"):
             v[f"long/{k}"] = MISSING
+    v.update(_ring_values(df))
+    v.update(_prefill_values(df))
+    v.update(_short_values(df))
+    return v
+
+
+def _ring_values(df: pd.DataFrame) -> dict[str, Value]:
+    """The ring block-size sweep: overlap point and exposed rotation per hop."""
+    v: dict[str, Value] = {}
     ring = _sel(df, sweep="ring").sort_values("q_rows")
     if len(ring):
         lo, hi = ring.iloc[0], ring.iloc[-1]
@@ -297,6 +306,12 @@ def values(df: pd.DataFrame, ctx=None) -> dict[str, Value]:
                   "hiddenfrom",
                   "qbelow", "exposedbelow", "modelbelow"):
             v[f"ring/{k}"] = MISSING
+    return v
+
+
+def _prefill_values(df: pd.DataFrame) -> dict[str, Value]:
+    """Causal prefill over context: the longest and the shortest point."""
+    v: dict[str, Value] = {}
     pre = _sel(df, kind="prefill", sweep="sweep")
     v["prefill/points"] = count(len(pre))
     if len(pre):
@@ -312,6 +327,12 @@ def values(df: pd.DataFrame, ctx=None) -> dict[str, Value]:
         for k in ("maxcontext", "maxgemms", "maxeffpct", "maxscratchmb", "mincontext",
                   "mineffpct"):
             v[f"prefill/{k}"] = MISSING
+    return v
+
+
+def _short_values(df: pd.DataFrame) -> dict[str, Value]:
+    """Short-context decode: best and worst mapping x tier at the longest context."""
+    v: dict[str, Value] = {}
     short = _sel(df, kind="short")
     v["short/points"] = count(len(short))
     dshort = short[short["phase"] == "decode"] if len(short) else short

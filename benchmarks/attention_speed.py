@@ -23,7 +23,6 @@ from pathlib import Path
 
 from engine_speed import bare_simpy
 
-from kernbench.components.builtin.composite_feeder import CompositeFeeder
 from kernbench.topology import load_topology
 from kernbench.workloads.attention.decode_run import run_decode
 from kernbench.workloads.attention.prefill_run import run_prefill
@@ -59,11 +58,8 @@ def main() -> None:
     ]
     if args.plans_baseline:
         def prefill(planned: bool):
-            CompositeFeeder.planned = planned
-            try:
-                return run_prefill(graph, args.plans_baseline, C=8, P=8, q_rows=512, tile=256)
-            finally:
-                CompositeFeeder.planned = True
+            return run_prefill(graph, args.plans_baseline, C=8, P=8, q_rows=512, tile=256,
+                               planned=planned)
 
         off = _point(f"prefill {args.plans_baseline}, plans off", lambda: prefill(False))
         on = _point(f"prefill {args.plans_baseline}, plans on", lambda: prefill(True))

@@ -11,7 +11,6 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from kernbench.components.builtin.composite_feeder import CompositeFeeder
 from kernbench.isa.commands import CompositeCmd, OpSpec, Scope
 from kernbench.isa.handles import Completion, TensorHandle
 from kernbench.sim_engine import GraphEngine
@@ -28,7 +27,7 @@ def _study_shapes():
 
 
 def _run(graph, M, K, N, epilogue: str, planned: bool, tile=None):
-    eng = GraphEngine(graph, keep_records=False)
+    eng = GraphEngine(graph, keep_records=False, planned_composites=planned)
     pe = eng.pe(0, 0, 0)
     a = TensorHandle("a", 0x1000, (M, K), "f16", "tcm", True)
     b = TensorHandle("b", 0x40_0000, (K, N), "f16", "tcm", True)
@@ -47,13 +46,9 @@ def _run(graph, M, K, N, epilogue: str, planned: bool, tile=None):
         return schedule(event, priority, delay)
 
     eng.env.schedule = counting
-    old, CompositeFeeder.planned = CompositeFeeder.planned, planned
-    try:
-        comp = Completion(event=eng.env.event(), label="composite")
-        eng.env.process(pe.scheduler.feeder.run(cmd, 5.0, comp, []))
-        eng.env.run()
-    finally:
-        CompositeFeeder.planned = old
+    comp = Completion(event=eng.env.event(), label="composite")
+    eng.env.process(pe.scheduler.feeder.run(cmd, 5.0, comp, []))
+    eng.env.run()
     busy = {k: v for k, v in pe.engine_busy_ns().items()}
     stages = eng.op_log.stage_busy()
     return comp.done_at, busy, dict(eng.op_log.counts), stages, events[0]
@@ -98,15 +93,12 @@ def _attention(graph, mode: str, planned: bool):
     from kernbench.workloads.attention.decode_run import run_decode
     from kernbench.workloads.attention.prefill_run import run_prefill
 
-    old, CompositeFeeder.planned = CompositeFeeder.planned, planned
-    try:
-        if mode == "prefill":  # QK with a mask epilogue, P.V with the softmax_merge prologue
-            r = run_prefill(graph, 300, C=2, P=2, q_rows=32, tile=64, shape=Shape(2, 2, 32))
-        else:
-            r = run_decode(graph, 777, C=1, P=2, tile=128, variant="opt2",
-                           shape=Shape(2, 8, 128))
-    finally:
-        CompositeFeeder.planned = old
+    if mode == "prefill":  # QK with a mask epilogue, P.V with the softmax_merge prologue
+        r = run_prefill(graph, 300, C=2, P=2, q_rows=32, tile=64, shape=Shape(2, 2, 32),
+                        planned=planned)
+    else:
+        r = run_decode(graph, 777, C=1, P=2, tile=128, variant="opt2",
+                       shape=Shape(2, 8, 128), planned=planned)
     return r.latency_ns, dict(r.engine.op_log.counts), r.engine.op_log.stage_busy()
 
 

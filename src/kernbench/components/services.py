@@ -53,4 +53,5 @@ class PeServices(Protocol):
     data: Any  # DataPlane in data mode, else None
     flows: Any  # FlowBuilder: routes of DMA flows and IPCQ messages
     plans: dict  # composite plans by shape, shared by PEs of one ``pe`` section
+    planned_composites: bool  # time private composites from their plans (else tile by tile)
     network: PeNetwork  # the transport

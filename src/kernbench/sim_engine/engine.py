@@ -185,8 +185,11 @@ class GraphEngine:
 
     def __init__(self, graph: TopologyGraph, *, enable_data: bool = False,
                  env: simpy.Environment | None = None, router: PathRouter | None = None,
-                 keep_records: bool = True) -> None:
+                 keep_records: bool = True, planned_composites: bool = True) -> None:
         self.graph = graph
+        # a composite on TCM operands whose engines are idle is timed from its plan, in
+        # one pass (docs/adr/0027); False times every one tile by tile (equivalence checks)
+        self.planned_composites = planned_composites
         self.env = env or simpy.Environment()
         shared = _graph_state(graph)
         if router is None or router is shared.router:

@@ -20,7 +20,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernbench.components.builtin.composite_plan import Planner, chain_bytes, tile_epilogues
+from kernbench.components.builtin.composite_plan import (
+    Planner,
+    chain_bytes,
+    chain_kernel_op,
+    tile_epilogues,
+)
 from kernbench.components.builtin.composite_values import (
     epilogue_value,
     gemm_value,
@@ -49,14 +54,12 @@ def execute_composite(pe, cmd: CompositeCmd, t_issue: float, deps) -> Completion
 
 
 class CompositeFeeder:
-    # set False to time every composite tile by tile (the equivalence tests do)
-    planned = True
-
     def __init__(self, pe, ops, node_id: str) -> None:
         self.pe = pe
         self.ops = ops
         self.node_id = node_id
         self.planner = Planner(pe)
+        self.planned = pe.services.planned_composites  # the engine's option
 
     def _private(self, a, b, out, t0: float) -> bool:
         """The plan may be timed in one pass: no DMA, and the engines it books are idle
@@ -125,10 +128,8 @@ class CompositeFeeder:
         output (one vector op once the last tile is in)."""
         if op.out is not None:
             return self._single_shot(op, t)
-        fetched, stored, elements = chain_bytes(op, out)
-        start, end = self.ops.compute_chain(
-            t, fetched, stored, lambda r: self.ops.math_run(r, elements), op.kind, "math",
-            {"elements": elements, "epilogue": True}, "MATH", composite=True)
+        start, end = chain_kernel_op(self.ops.stages, t, op, out, self.ops.floor,
+                                     {"elements": out.numel, "epilogue": True})
         self._after_head_data(op, out, start, end)
         return end
 
@@ -145,10 +146,8 @@ class CompositeFeeder:
 
     def _single_shot(self, op: OpSpec, t: float) -> float:
         """A KERNEL-scope op on TCM operands, once, after ``t``."""
-        fetched, stored, elements = chain_bytes(op)
-        start, end = self.ops.compute_chain(
-            t, fetched, stored, lambda r: self.ops.math_run(r, elements), op.kind, "math",
-            {"elements": elements, "recipe_op": True}, "MATH", composite=True)
+        start, end = chain_kernel_op(self.ops.stages, t, op, None, self.ops.floor,
+                                     {"elements": chain_bytes(op)[2], "recipe_op": True})
         self._single_shot_data(op, start, end)
         return end
 

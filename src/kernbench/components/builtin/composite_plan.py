@@ -16,16 +16,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kernbench.components.builtin import gemm_array
-from kernbench.components.busy_timeline import BusyTimeline
+from kernbench.components.builtin.pe_stages import FETCH, GEMM, MATH, STAGES, STORE, Stages
 from kernbench.components.tiling import gemm_tiles, n_group, supertile
 from kernbench.isa.commands import OpSpec, Scope
 from kernbench.isa.dtypes import dtype_bytes
 
 ACC_BYTES = 4  # composite accumulators are f32
-FETCH, GEMM, MATH, STORE = "fetch", "gemm", "math", "store"
-# (engine, unit in the PE's ids, op kind, stage) of each engine a plan books
-STAGES = ((FETCH, "pe_fetch_store", "memory", "FETCH"), (GEMM, "pe_gemm", "gemm", "GEMM"),
-          (MATH, "pe_math", "math", "MATH"), (STORE, "pe_fetch_store", "memory", "STORE"))
 
 
 @dataclass(frozen=True)
@@ -55,6 +51,19 @@ def chain_bytes(op: OpSpec, head_out=None) -> tuple[int, int, int]:
         return sum(h.nbytes for h in inputs), out.nbytes if out is not None else 0, elements
     return (head_out.nbytes + sum(h.nbytes for h in op.operands.values()), head_out.nbytes,
             head_out.numel)
+
+
+def chain_kernel_op(stages: Stages, t: float, op: OpSpec, head_out, now: float,
+                    params=None) -> tuple[float, float]:
+    """FETCH -> MATH -> STORE of a KERNEL-scope op of a composite run once (a recipe op,
+    or, given the head's output, a whole-output op after the head); (start, end)."""
+    fetched, stored, elements = chain_bytes(op, head_out)
+    return stages.chain(t, fetched, stored, lambda r, now: stages.math_run(r, elements, now),
+                        now, op.kind, "math", params, composite=True)
+
+
+def _chain(stages: Stages, t: float, op: OpSpec, head_out) -> tuple[float, float]:
+    return chain_kernel_op(stages, t, op, head_out, 0.0)
 
 
 def tile_epilogues(ops, g: int) -> tuple[list[OpSpec], list[OpSpec]]:
@@ -111,73 +120,43 @@ class Planner:
         return plan
 
     def _build(self, ops, g: int, tile_shape) -> Plan:
-        pe = self.pe
-        fs, gemm, math_e = pe.fetch_store, pe.gemm, pe.math
-        port = fs.port_bw_gbs
-        ovh = {FETCH: fs.fetch.overhead_ns, GEMM: gemm.overhead_ns, MATH: math_e.overhead_ns,
-               STORE: fs.store.overhead_ns}
-        lines = {e: BusyTimeline() for e in ovh}
-        counts = {e: 0 for e in ovh}
-        names: dict[str, dict[str, int]] = {e: {} for e in ovh}
-
-        def book(engine: str, ready: float, service: float, name: str) -> tuple[float, float]:
-            d = service + ovh[engine]
-            start = lines[engine].book(ready, d, 0.0)
-            counts[engine] += 1
-            names[engine][name] = names[engine].get(name, 0) + 1
-            return start, start + d
-
-        def chain(t: float, op: OpSpec, head_out) -> tuple[float, float]:
-            """FETCH -> MATH -> STORE of one whole-tensor op, as ``PeOps.compute_chain``."""
-            fetched, stored, elements = chain_bytes(op, head_out)
-            f0, f1 = book(FETCH, t, fetched / port, "TileToken/FETCH")
-            _, m1 = book(MATH, f1, math_e.service_ns(elements), op.kind)
-            _, s1 = book(STORE, m1, stored / port, "TileToken/STORE")
-            return f0, s1
-
+        """Book ``ops`` from 0 on idle private copies of the PE's engines, with the
+        scheduler's own rules (``pe_stages.Stages``)."""
+        names: dict[str, dict[str, int]] = {e: {} for e in (FETCH, GEMM, MATH, STORE)}
+        stages = Stages.private(self.pe, names)
         steps = []
         t = 0.0
         for op in ops[:g]:
-            step = chain(t, op, None)
+            step = _chain(stages, t, op, None)
             steps.append(step)
             t = step[1]
         gemm_at = t
         head = ops[g]
         a, b, out = head.operands["a"], head.operands["b"], head.out
-        bpe_a, bpe_b, bpe_out = dtype_bytes(a.dtype), dtype_bytes(b.dtype), dtype_bytes(out.dtype)
-        k_epi, o_epi = tile_epilogues(ops, g)
+        bpe = (dtype_bytes(a.dtype), dtype_bytes(b.dtype), dtype_bytes(out.dtype))
+        epilogues = tile_epilogues(ops, g)
         held, shape = self.mapping(head, tile_shape)
         tiles, (_, tk, _), _ = self.gemm_tiles(head, shape)
-        fill = gemm.fill_ns
-        acc_free: dict[int, float] = {}
-        acc_done: dict[int, float] = {}
+        acc: tuple[dict, dict] = ({}, {})
         end = gemm_at
         first_gemm = None
         commits = []
         for tile in tiles:
-            _, f1 = book(FETCH, gemm_at, (tile.m * tile.k * bpe_a + tile.k * tile.n * bpe_b)
-                         / port, "TileToken/FETCH")
-            g0, g1 = book(GEMM, max(f1, acc_free.get(tile.ni, 0.0)),
-                          gemm.service_ns(tile.m, tile.k, tile.n, held), "TileToken/GEMM")
+            _, g0, done = stages.gemm_tile(tile, gemm_at, 0.0, held, bpe, acc, epilogues)
             if first_gemm is None:
                 first_gemm = g0
-            acc_free[tile.ni] = g1
-            t = max(g1 + fill, acc_done.get(tile.ni, 0.0))
-            for _ in k_epi + (o_epi if tile.last_k else []):
-                t = book(MATH, t, math_e.service_ns(tile.m * tile.n), "TileToken/MATH")[1]
-            acc_done[tile.ni] = t
-            if not tile.last_k:
-                continue
-            done = book(STORE, t, tile.m * tile.n * bpe_out / port, "TileToken/STORE")[1]
-            commits.append((done, tile.m0, tile.n0, tile.m, tile.n))
-            end = max(end, done)
+            if done is not None:
+                commits.append((done, tile.m0, tile.n0, tile.m, tile.n))
+                end = max(end, done)
         for op in ops[g + 1:]:
             if op.scope is Scope.KERNEL:
-                step = chain(end, op, out)
+                step = _chain(stages, end, op, out)
                 steps.append(step)
                 end = step[1]
-        runs = {e: (tuple(line.starts), tuple(line.ends)) for e, line in lines.items()}
-        busy = {e: line.busy_ns for e, line in lines.items()}
+        engines = stages.engines()
+        runs = {e: (tuple(x.timeline.starts), tuple(x.timeline.ends)) for e, x in engines.items()}
+        busy = {e: x.busy_ns for e, x in engines.items()}
+        counts = {e: x.ops for e, x in engines.items()}
         return Plan(end, gemm_at, runs, busy, counts, names, tuple(steps), first_gemm,
                     tuple(commits), tk)
 

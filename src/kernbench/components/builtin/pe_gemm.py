@@ -62,7 +62,7 @@ def execute_gemm(pe, cmd: GemmCmd, t_issue: float, deps) -> Completion:
         params["stationary"] = held
     start, end = ops.compute_chain(
         ready, in_bytes, out.nbytes, lambda r: gemm.run(r, m, k, n, ops.floor, held),
-        f"gemm_{a.dtype}", "gemm", params, "GEMM")
+        f"gemm_{a.dtype}", "gemm", params)
     if pe.data is not None:
         box = {}
 

@@ -60,7 +60,7 @@ def _vector_op(pe, op: str, inputs: list[TensorHandle], out: TensorHandle, axis,
     in_bytes = sum(h.nbytes for h in inputs)
     start, end = ops.compute_chain(
         ready, in_bytes, out.nbytes, lambda r: ops.math_run(r, elements),
-        op, "math", {"elements": elements, "axis": axis}, "MATH")
+        op, "math", {"elements": elements, "axis": axis})
     if pe.data is not None:
         box = {}
 

@@ -6,6 +6,7 @@ data-mode reads and commits at the stage times.
 
 from __future__ import annotations
 
+from kernbench.components.builtin.pe_stages import Stages
 from kernbench.isa.dtypes import dtype_bytes
 from kernbench.isa.handles import TensorHandle
 
@@ -34,6 +35,7 @@ def view_va(h: TensorHandle, r0: int, c0: int) -> int:
 class PeOps:
     def __init__(self, pe) -> None:
         self.pe = pe
+        self.stages = Stages.of(pe)
 
     @property
     def floor(self) -> float:
@@ -58,23 +60,11 @@ class PeOps:
         self.pe.data.write(h, value, self.pe.mmu)
 
     def math_run(self, ready: float, elements: int) -> tuple[float, float, float]:
-        eng = self.pe.math
-        s, e = eng.book(ready, eng.service_ns(elements), self.floor)
-        return s, e, e
+        return self.stages.math_run(ready, elements, self.floor)
 
     def compute_chain(self, t_ready: float, in_bytes: int, out_bytes: int, engine_run,
-                      name: str, kind: str, params: dict | None, stage: str,
-                      composite: bool = False) -> tuple[float, float]:
-        """FETCH inputs -> engine -> STORE result; returns (start, end). Composite
-        stages are logged as TileTokens."""
-        pe, now = self.pe, self.floor
-        fs = pe.fetch_store
-        f0, f1 = fs.fetch.book(t_ready, fs.transfer_ns(in_bytes), now)
-        e0, e1, e_done = engine_run(f1)
-        s0, s1 = fs.store.book(e_done, fs.transfer_ns(out_bytes), now)
-        self.log(f0, f1, "pe_fetch_store", "memory", "TileToken/FETCH" if composite else "fetch",
-                 "FETCH")
-        self.log(e0, e1, "pe_gemm" if kind == "gemm" else "pe_math", kind, name, stage, params)
-        self.log(s0, s1, "pe_fetch_store", "memory", "TileToken/STORE" if composite else "store",
-                 "STORE")
-        return f0, s1
+                      name: str, kind: str, params: dict | None) -> tuple[float, float]:
+        """FETCH inputs -> engine -> STORE result on the PE's engines (``Stages.chain``);
+        returns (start, end). ``engine_run(ready)`` books the engine."""
+        return self.stages.chain(t_ready, in_bytes, out_bytes,
+                                 lambda r, _now: engine_run(r), self.floor, name, kind, params)

@@ -122,7 +122,7 @@ class GemmStream:
         self.a, self.b, self.out = head.operands["a"], head.operands["b"], head.out
         self.held, shape = feeder.planner.mapping(head, cmd.tile_shape)
         self.tiles, (self.tm, self.tk, _), budget = feeder.planner.gemm_tiles(head, shape)
-        self.k_epi, self.o_epi = tile_epilogues((head, *epilogues), 0)
+        self.epilogues = tile_epilogues((head, *epilogues), 0)  # (per k tile, per output tile)
         self.bpe = (dtype_bytes(self.a.dtype), dtype_bytes(self.b.dtype),
                     dtype_bytes(self.out.dtype))
         a, K = self.a, head.extra["k"]
@@ -132,8 +132,7 @@ class GemmStream:
                         and min(self.tm, head.extra["m"]) * K * self.bpe[0] <= budget // 2)
         self.slots: list[float] = []
         self.order = InOrder()
-        self.acc_free: dict[int, float] = {}  # when the array may take an accumulator's next k
-        self.acc_done: dict[int, float] = {}  # when its partial sums (and k epilogues) are in
+        self.acc: tuple[dict, dict] = ({}, {})  # per accumulator: (array free, sums in)
         self.writes: list[Completion] = []
         self.end = t0
         self.box = None  # data mode: the product's values
@@ -171,39 +170,21 @@ class GemmStream:
         return max(self.end, end)
 
     def _book(self, tile, ready: float) -> None:
-        """FETCH -> the array -> k-tile epilogues -> (last k) STORE -> DMA write."""
+        """The tile's stages (``Stages.gemm_tile``), then its DMA write for an HBM output."""
         pe, ops = self.pe, self.ops
-        now = ops.floor  # for bookings on the PE's engines; its DMA write issues at env.now
-        fs, gemm = pe.fetch_store, pe.gemm
-        bpe_a, bpe_b, bpe_out = self.bpe
-        f0, f1 = fs.fetch.book(ready, fs.transfer_ns(
-            tile.m * tile.k * bpe_a + tile.k * tile.n * bpe_b), now)
+        f1, g0, stored = ops.stages.gemm_tile(tile, ready, ops.floor, self.held, self.bpe,
+                                              self.acc, self.epilogues)
         heapq.heappush(self.slots, f1)
-        # k steps of one output tile follow each other through the array; their partial
-        # sums drain into the accumulators without waiting for the fill
-        g0, g_free, g_done = gemm.run(max(f1, self.acc_free.get(tile.ni, 0.0)),
-                                      tile.m, tile.k, tile.n, now, self.held)
         if self.box is None and pe.data is not None:
             self._compute_at(g0)
-        self.acc_free[tile.ni] = g_free
-        ops.log(f0, f1, "pe_fetch_store", "memory", "TileToken/FETCH", "FETCH")
-        ops.log(g0, g_free, "pe_gemm", "gemm", "TileToken/GEMM", "GEMM",
-                {"m": tile.m, "k": tile.k, "n": tile.n})
-        t = max(g_done, self.acc_done.get(tile.ni, 0.0))
-        for op in self.k_epi + (self.o_epi if tile.last_k else []):
-            e0, e1 = pe.math.book(t, pe.math.service_ns(tile.m * tile.n), now)
-            ops.log(e0, e1, "pe_math", "math", "TileToken/MATH", "MATH", {"op": op.kind})
-            t = e1
-        self.acc_done[tile.ni] = t
-        if not tile.last_k:
+        if stored is None:
             return
-        s0, s1 = fs.store.book(t, fs.transfer_ns(tile.m * tile.n * bpe_out), now)
-        ops.log(s0, s1, "pe_fetch_store", "memory", "TileToken/STORE", "STORE")
         if self.out.space != "hbm":
-            self._commit(tile, s1)
+            self._commit(tile, stored)
             return
-        write = pe.dma.write(view_va(self.out, tile.m0, tile.n0), tile.m * tile.n * bpe_out,
-                             s1, pe.env.now, "TileToken/DMA_WRITE", "DMA_WRITE")[1]
+        write = pe.dma.write(view_va(self.out, tile.m0, tile.n0),
+                             tile.m * tile.n * self.bpe[2], stored, pe.env.now,
+                             "TileToken/DMA_WRITE", "DMA_WRITE")[1]
         self.writes.append(write)
         write.then(lambda c, tile=tile: self._commit(tile, c.done_at))
 
@@ -218,7 +199,7 @@ class GemmStream:
     def _compute_at(self, t: float) -> None:
         """Data mode: the product is read and computed when its first tile starts."""
         box = self.box = {}
-        head, k_epi, o_epi, tk, read = self.head, self.k_epi, self.o_epi, self.tk, self.ops.read
+        (k_epi, o_epi), head, tk, read = self.epilogues, self.head, self.tk, self.ops.read
         self.ops.data_at(t, lambda: box.setdefault(
             "v", gemm_value(head, k_epi, o_epi, tk, read)))
 

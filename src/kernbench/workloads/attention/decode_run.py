@@ -111,7 +111,7 @@ def run_decode(graph, context: int, *, users: int = 1, C: int = 2, P: int = 8,
                variant: str = "opt3", tile: int = 256,
                tile_shape: tuple[int, int, int] | None = None, data: bool = False, seed: int = 0,
                shape: Shape = LLAMA3_70B, keep_records: bool = False, progress=None,
-               stationary: str = "auto") -> AttentionRun:
+               stationary: str = "auto", planned: bool = True) -> AttentionRun:
     if stationary not in STATIONARY:
         raise UsageError(f"--stationary must be one of {', '.join(STATIONARY)}, "
                          f"got {stationary!r}")
@@ -121,7 +121,8 @@ def run_decode(graph, context: int, *, users: int = 1, C: int = 2, P: int = 8,
     G, d, S = shape.G, shape.d, context
     n_ranks = C * P
     B = block_len(S, n_ranks)
-    engine = GraphEngine(graph, enable_data=data, keep_records=keep_records)
+    engine = GraphEngine(graph, enable_data=data, keep_records=keep_records,
+                         planned_composites=planned)
     ctx = RuntimeContext(engine)
     rng = np.random.default_rng(seed)
     arrays: dict[str, np.ndarray] = {}

@@ -169,7 +169,7 @@ def run_prefill(graph, context: int, *, users: int = 1, C: int = 8, P: int = 8,
                 data: bool = False,
                 seed: int = 0,
                 shape: Shape = LLAMA3_70B, keep_records: bool = False, progress=None,
-                stationary: str = "auto") -> AttentionRun:
+                stationary: str = "auto", planned: bool = True) -> AttentionRun:
     if stationary not in STATIONARY:
         raise UsageError(f"--stationary must be one of {', '.join(STATIONARY)}, "
                          f"got {stationary!r}")
@@ -192,7 +192,8 @@ def run_prefill(graph, context: int, *, users: int = 1, C: int = 8, P: int = 8,
                          f"beside its queues (use smaller blocks)")
     arena = max(spec.pe.kernel_scratch_bytes, -(-need // 65536) * 65536)
     q_len = per_pe * hpc * q_rows  # rows of one PE's Q shard
-    engine = GraphEngine(graph, enable_data=data, keep_records=keep_records)
+    engine = GraphEngine(graph, enable_data=data, keep_records=keep_records,
+                         planned_composites=planned)
     ctx = RuntimeContext(engine)
     rng = np.random.default_rng(seed)
     arrays: dict[str, np.ndarray] = {}

@@ -1,0 +1,123 @@
+"""The booking rules of a PE's compute stages, written once (docs/adr/0008, 0027).
+
+Every op that computes on TCM operands books the same chain: FETCH its inputs,
+run the GEMM array or the vector engine, STORE the result; a composite's GEMM
+books one such chain per supertile, with its accumulator and epilogue rules.
+:class:`Stages` holds the four engines those bookings go to and where each
+booking is reported. The scheduler books on the PE's own engines
+(:meth:`Stages.of`) and reports to the op log; a composite plan books the very
+same rules on private copies starting idle at 0 (:meth:`Stages.private`) and
+only counts them, so a planned composite and one timed tile by tile cannot
+drift apart.
+"""
+
+from __future__ import annotations
+
+import copy
+
+from kernbench.components.busy_timeline import BusyTimeline
+
+FETCH, GEMM, MATH, STORE = "fetch", "gemm", "math", "store"
+# (engine, unit in the PE's ids, op kind, stage) of each engine a chain books
+STAGES = ((FETCH, "pe_fetch_store", "memory", "FETCH"), (GEMM, "pe_gemm", "gemm", "GEMM"),
+          (MATH, "pe_math", "math", "MATH"), (STORE, "pe_fetch_store", "memory", "STORE"))
+_REPORT = {engine: (unit, kind, stage) for engine, unit, kind, stage in STAGES}
+TILE_NAMES = {FETCH: "TileToken/FETCH", GEMM: "TileToken/GEMM", MATH: "TileToken/MATH",
+              STORE: "TileToken/STORE"}
+
+
+class Stages:
+    """FETCH, GEMM, MATH and STORE engines of one PE and the report of their bookings
+    (``report(engine, start, end, name, params)``)."""
+
+    __slots__ = ("fetch", "gemm", "math", "store", "port_bw_gbs", "report")
+
+    def __init__(self, fetch, gemm, math, store, port_bw_gbs: float, report) -> None:
+        self.fetch, self.gemm, self.math, self.store = fetch, gemm, math, store
+        self.port_bw_gbs = port_bw_gbs
+        self.report = report
+
+    @classmethod
+    def of(cls, pe) -> Stages:
+        """The PE's own engines, reporting to its op log."""
+        fs, ids, log = pe.fetch_store, pe.ids, pe.op_log
+
+        def report(engine, t0, t1, name, params=None):
+            unit, kind, stage = _REPORT[engine]
+            log.record(t0, t1, ids[unit], kind, name, params, stage)
+
+        return cls(fs.fetch, pe.gemm, pe.math, fs.store, fs.port_bw_gbs, report)
+
+    @classmethod
+    def private(cls, pe, names: dict) -> Stages:
+        """Idle copies of the PE's engines (same service rules and overheads) whose
+        bookings are counted in ``names`` ({engine: {op name: count}}) only."""
+        fs = pe.fetch_store
+
+        def fresh(engine):
+            twin = copy.copy(engine)
+            twin.timeline, twin.ops = BusyTimeline(), 0
+            return twin
+
+        def report(engine, t0, t1, name, params=None):
+            counts = names[engine]
+            counts[name] = counts.get(name, 0) + 1
+
+        return cls(fresh(fs.fetch), fresh(pe.gemm), fresh(pe.math), fresh(fs.store),
+                   fs.port_bw_gbs, report)
+
+    def engines(self) -> dict:
+        return {FETCH: self.fetch, GEMM: self.gemm, MATH: self.math, STORE: self.store}
+
+    def math_run(self, ready: float, elements: int, now: float) -> tuple[float, float, float]:
+        """(start, end, result ready) of ``elements`` on the vector engine."""
+        s, e = self.math.book(ready, self.math.service_ns(elements), now)
+        return s, e, e
+
+    def chain(self, t_ready: float, in_bytes: int, out_bytes: int, engine_run, now: float,
+              name: str, kind: str, params=None, composite: bool = False) -> tuple[float, float]:
+        """FETCH ``in_bytes`` -> ``engine_run(ready, now)`` -> STORE ``out_bytes``; returns
+        (start, end). Composite stages are reported as TileTokens."""
+        port = self.port_bw_gbs
+        f0, f1 = self.fetch.book(t_ready, in_bytes / port, now)
+        e0, e1, e_done = engine_run(f1, now)
+        s0, s1 = self.store.book(e_done, out_bytes / port, now)
+        report = self.report
+        report(FETCH, f0, f1, TILE_NAMES[FETCH] if composite else "fetch")
+        report(GEMM if kind == "gemm" else MATH, e0, e1, name, params)
+        report(STORE, s0, s1, TILE_NAMES[STORE] if composite else "store")
+        return f0, s1
+
+    def gemm_tile(self, tile, ready: float, now: float, held: str, bpe: tuple, acc: tuple,
+                  epilogues: tuple) -> tuple[float, float, float | None]:
+        """One supertile of a composite GEMM: FETCH its operands -> the array -> its k-tile
+        (and, on the last k step, output-tile) epilogues -> STORE on the last k step.
+
+        k steps of one output tile follow each other through the array (``acc`` =
+        (free, done) per output-tile column group: when the array may take its next k,
+        when its partial sums and epilogues are in); partial sums drain into the
+        accumulators without waiting for the fill. Returns (FETCH end, array start,
+        STORE end or None before the last k step)."""
+        bpe_a, bpe_b, bpe_out = bpe
+        acc_free, acc_done = acc
+        k_epi, o_epi = epilogues
+        port, report = self.port_bw_gbs, self.report
+        m, k, n = tile.m, tile.k, tile.n
+        f0, f1 = self.fetch.book(ready, (m * k * bpe_a + k * n * bpe_b) / port, now)
+        gemm = self.gemm
+        g0, g_free = gemm.book(max(f1, acc_free.get(tile.ni, 0.0)),
+                               gemm.service_ns(m, k, n, held), now)
+        acc_free[tile.ni] = g_free
+        report(FETCH, f0, f1, TILE_NAMES[FETCH])
+        report(GEMM, g0, g_free, TILE_NAMES[GEMM], {"m": m, "k": k, "n": n})
+        t = max(g_free + gemm.fill_ns, acc_done.get(tile.ni, 0.0))
+        vector = self.math
+        for op in k_epi + (o_epi if tile.last_k else []):
+            e0, t = vector.book(t, vector.service_ns(m * n), now)
+            report(MATH, e0, t, TILE_NAMES[MATH], {"op": op.kind})
+        acc_done[tile.ni] = t
+        if not tile.last_k:
+            return f1, g0, None
+        s0, s1 = self.store.book(t, m * n * bpe_out / port, now)
+        report(STORE, s0, s1, TILE_NAMES[STORE])
+        return f1, g0, s1

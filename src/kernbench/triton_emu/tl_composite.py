@@ -42,49 +42,15 @@ class CompositeMixin:
         ``stationary``: the operand the MAC array holds in each GEMM supertile ("b",
         "a" or "auto": the scheduler takes the cheaper one per supertile)."""
         check_stationary("tl.composite", stationary)
-        pro_ops: list[OpSpec] = []
-        rw: list[TensorHandle] = []
-        primary = None
-        for item in prologue or ():
-            self._check(*(v for v in (item.values() if isinstance(item, dict) else ())
-                          if isinstance(v, TensorHandle)))
-            ops, item_rw, item_primary = tl_recipes.expand(item, self._alloc)
-            pro_ops += ops
-            rw += [h for h in item_rw if h not in rw]
-            if item_primary is not None:
-                primary = item_primary
+        pro_ops, rw, primary = self._prologue(prologue)
         if op == "gemm":
-            if primary is not None:
-                if a is not None:
-                    raise KernelMisuse("auto-bind conflict: the prologue recipe's primary output "
-                                     "binds the GEMM's 'a'; do not pass a= as well")
-                a = primary
-            if a is None or b is None:
-                raise KernelMisuse("tl.composite(op='gemm') needs a and b")
-            self._check(a, b)
-            if len(a.shape) != 2 or len(b.shape) != 2 or a.shape[1] != b.shape[0]:
-                raise KernelMisuse(f"composite gemm shapes do not chain: {a.shape} x {b.shape}")
-            M, K, N = a.shape[0], a.shape[1], b.shape[1]
-            out = self._composite_out(out, out_ptr, (M, N), out_dtype or acc_dtype)
-            extra = {"m": M, "k": K, "n": N}
-            if stationary != "b":  # a descriptor flag; the default costs no byte
-                extra["stationary"] = stationary
-            head = OpSpec("gemm", Scope.KERNEL, {"a": a, "b": b}, extra, out)
+            head = self._gemm_head(a, b, primary, out, out_ptr, out_dtype or acc_dtype,
+                                   stationary)
         elif op == "math":
-            if math_op not in ALL_MATH_OPS or math_op not in UNARY:
-                raise KernelMisuse(f"composite math_op must be an elementwise unary op "
-                                 f"({', '.join(sorted(UNARY))}), got {math_op!r}")
-            if a is None:
-                raise KernelMisuse("tl.composite(op='math') needs a")
-            self._check(a)
-            out = self._composite_out(out, out_ptr, a.shape, out_dtype or a.dtype)
-            for h in (a, out):
-                if h.space == "hbm" and (h.transposed or h.row_stride not in (None, h.shape[-1])):
-                    raise KernelMisuse(f"a math composite streams its operands in chunks, so an "
-                                       f"HBM operand must be contiguous, got {h}")
-            head = OpSpec(math_op, Scope.KERNEL, {"a": a}, {}, out)
+            head = self._math_head(math_op, a, out, out_ptr, out_dtype)
         else:
             raise KernelMisuse(f"tl.composite op must be 'gemm' or 'math', got {op!r}")
+        out = head.out
         epi_ops = [self._epilogue(item, out) for item in epilogue or ()]
         ops = tuple(pro_ops) + (head,) + tuple(epi_ops)
         if sum(1 for o in ops if o.kind == "gemm") > 1:
@@ -98,6 +64,55 @@ class CompositeMixin:
         for h in (out, *rw):  # everything the composite writes is pending until it ends
             h.pending = comp
         return out
+
+    def _prologue(self, prologue) -> tuple[list[OpSpec], list[TensorHandle], TensorHandle | None]:
+        """The prologue recipes expanded: (ops, read-write handles, primary output)."""
+        pro_ops: list[OpSpec] = []
+        rw: list[TensorHandle] = []
+        primary = None
+        for item in prologue or ():
+            self._check(*(v for v in (item.values() if isinstance(item, dict) else ())
+                          if isinstance(v, TensorHandle)))
+            ops, item_rw, item_primary = tl_recipes.expand(item, self._alloc)
+            pro_ops += ops
+            rw += [h for h in item_rw if h not in rw]
+            if item_primary is not None:
+                primary = item_primary
+        return pro_ops, rw, primary
+
+    def _gemm_head(self, a, b, primary, out, out_ptr, out_dtype: str, stationary: str) -> OpSpec:
+        """The head GEMM (``a`` bound to the prologue's primary output, if any)."""
+        if primary is not None:
+            if a is not None:
+                raise KernelMisuse("auto-bind conflict: the prologue recipe's primary output "
+                                   "binds the GEMM's 'a'; do not pass a= as well")
+            a = primary
+        if a is None or b is None:
+            raise KernelMisuse("tl.composite(op='gemm') needs a and b")
+        self._check(a, b)
+        if len(a.shape) != 2 or len(b.shape) != 2 or a.shape[1] != b.shape[0]:
+            raise KernelMisuse(f"composite gemm shapes do not chain: {a.shape} x {b.shape}")
+        M, K, N = a.shape[0], a.shape[1], b.shape[1]
+        out = self._composite_out(out, out_ptr, (M, N), out_dtype)
+        extra = {"m": M, "k": K, "n": N}
+        if stationary != "b":  # a descriptor flag; the default costs no byte
+            extra["stationary"] = stationary
+        return OpSpec("gemm", Scope.KERNEL, {"a": a, "b": b}, extra, out)
+
+    def _math_head(self, math_op, a, out, out_ptr, out_dtype) -> OpSpec:
+        """The head elementwise op, streamed in chunks (contiguous HBM operands only)."""
+        if math_op not in ALL_MATH_OPS or math_op not in UNARY:
+            raise KernelMisuse(f"composite math_op must be an elementwise unary op "
+                               f"({', '.join(sorted(UNARY))}), got {math_op!r}")
+        if a is None:
+            raise KernelMisuse("tl.composite(op='math') needs a")
+        self._check(a)
+        out = self._composite_out(out, out_ptr, a.shape, out_dtype or a.dtype)
+        for h in (a, out):
+            if h.space == "hbm" and (h.transposed or h.row_stride not in (None, h.shape[-1])):
+                raise KernelMisuse(f"a math composite streams its operands in chunks, so an "
+                                   f"HBM operand must be contiguous, got {h}")
+        return OpSpec(math_op, Scope.KERNEL, {"a": a}, {}, out)
 
     def _composite_out(self, out, out_ptr, shape, dtype) -> TensorHandle:
         if out is not None and out_ptr is not None:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
@@ -26,24 +25,21 @@ from kernbench.components.builtin.pe_cost_model import PeCostModel
 from kernbench.components.tiling import supertile
 from kernbench.errors import KernelMisuse, KernelStateError, KernelTypeError
 from kernbench.isa.commands import (
-    BroadcastCmd,
     CopyCmd,
     DmaReadCmd,
     DmaWriteCmd,
     GemmCmd,
-    IpcqRecvCmd,
-    IpcqSendCmd,
-    MathCmd,
     PeCommand,
     PeCpuOverheadCmd,
 )
-from kernbench.isa.dtypes import DTYPE_NAMES, dtype_bytes, np_dtype
+from kernbench.isa.dtypes import dtype_bytes, np_dtype
 from kernbench.isa.handles import Completion, TensorHandle
 from kernbench.triton_emu.tl_composite import CompositeMixin, check_stationary
+from kernbench.triton_emu.tl_math import MathMixin
+from kernbench.triton_emu.tl_queues import QueuesMixin
+from kernbench.triton_emu.tl_views import ViewsMixin
 
 ALIGN = 64
-_FLOATS = ("f16", "bf16", "f32")
-_DTYPES = DTYPE_NAMES  # a queue moves bytes: any device dtype
 
 _active: list[TLContext | None] = [None]
 
@@ -61,7 +57,7 @@ class _Scope:
         self.handles: list[TensorHandle] = []
 
 
-class TLContext(CompositeMixin):
+class TLContext(CompositeMixin, MathMixin, ViewsMixin, QueuesMixin):
     """The ``tl`` object one kernel instance receives (docs/tl-api.md).
 
     What it owns: the kernel's program ids (PE, CUBE, SIP), its scratch
@@ -241,164 +237,6 @@ class TLContext(CompositeMixin):
         out.pending = comp
         return out
 
-    def _as_handle(self, x: Any, like: TensorHandle) -> TensorHandle:
-        if isinstance(x, TensorHandle):
-            self._check(x)
-            return x
-        if isinstance(x, int | float | np.floating | np.integer):
-            # a number next to a float tensor is kept in f32 (no rounding to f16/bf16 first)
-            return self.full((1,), float(x), "f32" if like.dtype in _FLOATS else like.dtype)
-        raise KernelTypeError(f"cannot use {type(x).__name__} as a tensor operand")
-
-    def _math(self, op: str, inputs: list[Any], axis: int | None = None,
-              out_shape: tuple[int, ...] | None = None, out_dtype: str | None = None,
-              out: TensorHandle | None = None) -> TensorHandle:
-        first = next((x for x in inputs if isinstance(x, TensorHandle)), None)
-        if first is None:
-            raise KernelTypeError(f"tl math op {op!r} needs at least one tensor operand")
-        handles = [self._as_handle(x, first) for x in inputs]
-        for h in handles:
-            if h.space != "tcm":
-                raise KernelMisuse(f"math operands must be in TCM, got {h}")
-        if out_shape is None and all(h.shape == first.shape for h in handles):
-            out_shape = first.shape
-        elif out_shape is None:
-            try:
-                out_shape = np.broadcast_shapes(*(h.shape for h in handles))
-            except ValueError:
-                raise KernelMisuse(f"tl.{op}: shapes {[h.shape for h in handles]} do not broadcast"
-                                 ) from None
-        if out is None:
-            out = self._alloc(tuple(out_shape), out_dtype or first.dtype)
-        else:  # in place (e.g. a collective reducing into its buffer)
-            self._check(out)
-            if out.space != "tcm" or out.shape != tuple(out_shape) \
-                    or out.dtype != (out_dtype or first.dtype):
-                raise KernelMisuse(f"tl.{op} out= must be a TCM tensor of shape "
-                                   f"{tuple(out_shape)} and dtype {out_dtype or first.dtype}, "
-                                   f"got {out}")
-        comp = self._emit(MathCmd(op, tuple(handles), out, axis))
-        self._block(comp)
-        out.pending = comp
-        return out
-
-    def _unary(self, op: str, x: TensorHandle) -> TensorHandle:
-        return self._math(op, [x])
-
-    def exp(self, x): return self._unary("exp", x)  # noqa: E704
-    def log(self, x): return self._unary("log", x)  # noqa: E704
-    def sqrt(self, x): return self._unary("sqrt", x)  # noqa: E704
-    def abs(self, x): return self._unary("abs", x)  # noqa: E704
-    def sigmoid(self, x): return self._unary("sigmoid", x)  # noqa: E704
-    def cos(self, x): return self._unary("cos", x)  # noqa: E704
-    def sin(self, x): return self._unary("sin", x)  # noqa: E704
-    def relu(self, x): return self._unary("relu", x)  # noqa: E704
-
-    def maximum(self, a, b, out=None): return self._math("maximum", [a, b], out=out)  # noqa: E704
-    def minimum(self, a, b, out=None): return self._math("minimum", [a, b], out=out)  # noqa: E704
-    def add(self, a, b, out=None): return self._math("add", [a, b], out=out)  # noqa: E704
-    def sub(self, a, b, out=None): return self._math("sub", [a, b], out=out)  # noqa: E704
-    def mul(self, a, b, out=None): return self._math("mul", [a, b], out=out)  # noqa: E704
-    def div(self, a, b, out=None): return self._math("div", [a, b], out=out)  # noqa: E704
-    def fma(self, a, b, c): return self._math("fma", [a, b, c])  # noqa: E704
-    def clamp(self, x, lo, hi): return self._math("clamp", [x, lo, hi])  # noqa: E704
-    def where(self, cond, a, b):
-        """Elementwise ``a if cond else b``; the result has the dtype of ``a`` (or ``b``)."""
-        value = next((x for x in (a, b) if isinstance(x, TensorHandle)), None)
-        return self._math("where", [cond, a, b],
-                          out_dtype=value.dtype if value is not None else None)
-
-    def softmax(self, x: TensorHandle, axis: int = -1) -> TensorHandle:
-        self._check(x)
-        if not -len(x.shape) <= axis < len(x.shape):
-            raise KernelMisuse(f"tl.softmax: axis {axis} out of range for shape {x.shape}")
-        return self._math("softmax", [x], axis=axis, out_shape=x.shape)
-
-    def _reduce(self, op: str, x: TensorHandle, axis: int) -> TensorHandle:
-        self._check(x)
-        if not -len(x.shape) <= axis < len(x.shape):
-            raise KernelMisuse(f"tl.{op}: axis {axis} out of range for shape {x.shape}")
-        shape = list(x.shape)
-        shape[axis] = 1
-        return self._math(op, [x], axis=axis, out_shape=tuple(shape))
-
-    def sum(self, x, axis: int = -1): return self._reduce("sum", x, axis)  # noqa: E704
-    def max(self, x, axis: int = -1): return self._reduce("max", x, axis)  # noqa: E704
-    def min(self, x, axis: int = -1): return self._reduce("min", x, axis)  # noqa: E704
-
-    # -- views (metadata only) -------------------------------------------------------
-    def trans(self, x: TensorHandle) -> TensorHandle:
-        """Transpose a 2-D tensor: metadata in timing, a real transpose in data mode."""
-        self._check(x)
-        if len(x.shape) != 2:
-            raise KernelMisuse(f"tl.trans needs a 2-D tensor, got shape {x.shape}")
-        return self._view_of(x, TensorHandle(self._new_id(), x.addr, (x.shape[1], x.shape[0]),
-                                             x.dtype, x.space, x.pinned, x.row_stride,
-                                             not x.transposed, x.pending))
-
-    def reshape(self, x: TensorHandle, shape: Sequence[int]) -> TensorHandle:
-        """Byte-conserving view of a contiguous tensor."""
-        self._check(x)
-        shape = tuple(int(s) for s in shape)
-        if math.prod(shape) != x.numel:
-            raise KernelMisuse(f"tl.reshape cannot turn {x.shape} into {shape} (element counts differ)")
-        if x.transposed or (x.row_stride not in (None, x.shape[-1])):
-            raise KernelMisuse(f"tl.reshape needs a contiguous tensor, got {x}")
-        return self._view_of(x, TensorHandle(self._new_id(), x.addr, shape, x.dtype, x.space,
-                                             x.pinned, None, False, x.pending))
-
-    def view(self, x: TensorHandle, start: int, length: int) -> TensorHandle:
-        """Elements ``start .. start+length`` of a contiguous 1-D tensor (TCM or memory
-        view), sharing its bytes: how collectives address chunks of one buffer."""
-        self._check(x)
-        if len(x.shape) != 1 or x.row_stride is not None:
-            raise KernelMisuse(f"tl.view needs a contiguous 1-D tensor, got {x}")
-        if not (isinstance(start, int) and isinstance(length, int)) or start < 0 \
-                or length < 1 or start + length > x.shape[0]:
-            raise KernelMisuse(f"tl.view({start}, {length}) is outside {x} "
-                               f"(0 <= start, 1 <= length, start + length <= {x.shape[0]})")
-        addr = x.addr + start * dtype_bytes(x.dtype)
-        return self._view_of(x, TensorHandle(self._new_id(), addr, (length,), x.dtype, x.space,
-                                             x.pinned, None, False, x.pending))
-
-    def _view_of(self, base: TensorHandle, view: TensorHandle) -> TensorHandle:
-        """A view dies with the scratch scope of the tensor it views."""
-        scope = self._scope_of.get(base.id)
-        if scope is not None:
-            self._scope_of[view.id] = scope
-        return view
-
-    # -- broadcast ---------------------------------------------------------------
-    def broadcast(self, x: TensorHandle, new_shape: Sequence[int]) -> TensorHandle:
-        self._check(x)
-        new_shape = tuple(int(s) for s in new_shape)
-        if len(new_shape) != len(x.shape) or any(
-                a != b and a != 1 for a, b in zip(x.shape, new_shape, strict=True)):
-            raise KernelMisuse(f"tl.broadcast: {x.shape} cannot broadcast to {new_shape} "
-                             f"(each axis must match or be 1)")
-        if x.space != "tcm":
-            raise KernelMisuse(f"tl.broadcast needs a TCM tensor, got {x}")
-        out = self._alloc(new_shape, x.dtype)
-        comp = self._emit(BroadcastCmd(x, out, new_shape))
-        self._block(comp)
-        out.pending = comp
-        return out
-
-    def repeat(self, x: TensorHandle, axis: int, n: int) -> TensorHandle:
-        """Expand a size-1 ``axis`` to ``n``, inserting a new axis there if that axis is not
-        of size 1. A negative axis counts from the end, as in ``numpy.expand_dims``."""
-        self._check(x)
-        shape = list(x.shape)
-        if -len(shape) <= axis < 0:
-            axis += len(shape) + (0 if shape[axis] == 1 else 1)
-        if not (0 <= axis < len(shape) and shape[axis] == 1):
-            if not 0 <= axis <= len(shape):
-                raise KernelMisuse(f"tl.repeat: axis {axis} out of range for shape {x.shape}")
-            shape.insert(axis, 1)
-            x = self.reshape(x, shape)
-        shape[axis] = n
-        return self.broadcast(x, shape)
-
     # -- scratch scopes -------------------------------------------------------------
     @contextlib.contextmanager
     def scratch_scope(self):
@@ -422,87 +260,6 @@ class TLContext(CompositeMixin):
         comp = self._emit(CopyCmd(src, dst))
         self._block(comp)
         dst.pending = comp
-
-    # -- PE-to-PE queues (PE_IPCQ) ---------------------------------------------------------
-    def _ipcq(self):
-        """The PE's IPCQ unit (None in command-list mode)."""
-        return None if self._exec is None else self._exec.pe.ipcq
-
-    def _check_payload(self, verb: str, direction: str, nbytes: int, dtype: str, queue) -> None:
-        if dtype not in _DTYPES:
-            raise KernelMisuse(f"tl.{verb} toward {direction!r}: dtype {dtype!r} is not "
-                               f"supported (allowed: {', '.join(_DTYPES)})")
-        if queue is not None and nbytes > queue.cfg.slot_bytes:
-            raise KernelMisuse(f"tl.{verb} toward {direction!r}: {nbytes} B do not fit a "
-                               f"{queue.cfg.slot_bytes} B IPCQ slot (split the payload)")
-
-    def send(self, direction: str, src: TensorHandle) -> Completion | None:
-        """Send TCM tensor ``src`` to the neighbour toward ``direction``.
-
-        Blocks while the queue has no free slot; the bytes are those of ``src`` when
-        the send starts. Returns the delivery's completion (``tl.wait`` takes it).
-        """
-        self._check(src)
-        if src.space != "tcm":
-            raise KernelMisuse(f"tl.send toward {direction!r} sends a TCM tensor, got {src} "
-                               f"(tl.load it first)")
-        ipcq = self._ipcq()
-        q = ipcq.queue_out(direction) if ipcq is not None else None
-        self._check_payload("send", direction, src.nbytes, src.dtype, q)
-        return self._emit(IpcqSendCmd(direction, src))
-
-    def _recv(self, verb: str, direction: str, shape, dtype: str, dst: TensorHandle | None,
-              consume: bool, block: bool) -> TensorHandle:
-        ipcq = self._ipcq()
-        q = ipcq.queue_in(direction, verb) if ipcq is not None else None
-        if dst is None:
-            shape = tuple(int(s) for s in shape) if not isinstance(shape, int) else (shape,)
-            self._check_payload(verb, direction, math.prod(shape) * dtype_bytes(dtype)
-                                if dtype in _DTYPES else 0, dtype, q)
-            out = self._alloc(shape, dtype)
-        else:
-            self._check(dst)
-            if dst.transposed or dst.row_stride not in (None, dst.shape[-1]):
-                raise KernelMisuse(f"tl.{verb} from {direction!r} needs a contiguous "
-                                   f"destination, got {dst}")
-            self._check_payload(verb, direction, dst.nbytes, dst.dtype, q)
-            out = dst
-        comp = self._emit(IpcqRecvCmd(direction, out, consume))
-        if block:
-            self._block(comp)
-        out.pending = comp
-        return out
-
-    def recv(self, direction: str, shape=(), dtype: str = "f16", *,
-             dst: TensorHandle | None = None, dst_addr: int | None = None,
-             dst_space: str | None = None) -> TensorHandle:
-        """Blocking receive of the next message from ``direction``.
-
-        Return-slot mode (no destination): the slot is copied into a new TCM tensor
-        of ``shape``/``dtype``. Copy-to-destination mode: ``dst`` (a TCM tensor or a
-        ``tl.ref`` memory view), or ``dst_addr`` with ``dst_space`` "tcm" (encoded TCM
-        address) or "hbm" (virtual address), receives the bytes.
-        """
-        if dst is None and (dst_addr is not None or dst_space is not None):
-            if dst_addr is None or dst_space not in ("tcm", "hbm"):
-                raise KernelMisuse(f"tl.recv from {direction!r}: copy-to-destination needs "
-                                   f"dst_addr and dst_space 'tcm' or 'hbm', got "
-                                   f"{dst_addr!r}, {dst_space!r}")
-            shape = tuple(int(s) for s in shape)
-            dst = (TensorHandle(self._new_id(), dst_addr, shape, dtype, "tcm", True)
-                   if dst_space == "tcm" else self.ref(dst_addr, shape, dtype))
-        return self._recv("recv", direction, shape, dtype, dst, True, True)
-
-    def recv_async(self, direction: str, shape=(), dtype: str = "f16", *,
-                   dst: TensorHandle | None = None) -> TensorHandle:
-        """Non-blocking :meth:`recv`: the returned tensor is pending until the message
-        has been copied (``tl.wait(t)``, or any op that reads it, waits)."""
-        return self._recv("recv_async", direction, shape, dtype, dst, True, False)
-
-    def recv_no_consume(self, direction: str, shape=(), dtype: str = "f16") -> TensorHandle:
-        """DIAGNOSTIC: :meth:`recv` without the slot-read charge (the tensor is ready at
-        arrival). Only for latency breakdowns; production kernels use ``recv``."""
-        return self._recv("recv_no_consume", direction, shape, dtype, None, False, True)
 
     def mark(self, label: str) -> None:
         """A zero-cost op-log label at the kernel's current time (per-phase timing)."""

@@ -38,6 +38,10 @@ class PeCpu:
         self.dispatch_cycles = 0.0
         self.marks: list[tuple[float, str]] = []  # (time, label) of tl.mark calls
 
+    def busy_report(self) -> dict[str, float]:
+        """Time spent dispatching commands (the CPU's own busy time)."""
+        return {"pe_cpu_dispatch": self.dispatch_cycles / self.clock_ghz}
+
     def attach(self, runner) -> None:
         """Take the next program's driver (a kernel runner); one program at a time."""
         if self.runner is not None and not self.runner.finished:

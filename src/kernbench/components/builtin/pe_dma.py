@@ -30,6 +30,11 @@ class PeDma:
         self.translate_ns = mmu.overhead_ns
         self.hold_ns = mmu.overhead_ns + overhead_ns
 
+    def busy_report(self) -> dict[str, float]:
+        """Time each channel was held (translation and descriptor processing)."""
+        return {"dma_read_channel": self.read_ch.busy_ns,
+                "dma_write_channel": self.write_ch.busy_ns}
+
     def read(self, va: int, nbytes: int, ready: float, now: float, op_name: str = "dma_read",
              stage: str = "DMA_READ", params: dict | None = None) -> tuple[float, Completion]:
         """HBM (virtual address) -> this PE's TCM. Returns (start, arrival)."""

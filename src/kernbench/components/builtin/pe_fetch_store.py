@@ -17,5 +17,8 @@ class FetchStore:
         self.store = Engine(node_id, overhead_ns)
         self.port_bw_gbs = port_bw_gbs
 
+    def busy_report(self) -> dict[str, float]:
+        return {"fetch": self.fetch.busy_ns, "store": self.store.busy_ns}
+
     def transfer_ns(self, nbytes: int) -> float:
         return nbytes / self.port_bw_gbs

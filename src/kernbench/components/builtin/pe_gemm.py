@@ -28,6 +28,9 @@ class GemmEngine(Engine):
         self.fill_ns = gemm_array.drain_cycles(array) / clock_ghz
         self._busy: dict[tuple, float] = {}  # (m, k, n, stationary) -> ns; shapes repeat
 
+    def busy_report(self) -> dict[str, float]:
+        return {"gemm": self.busy_ns}
+
     def cycles(self, m: int, k: int, n: int, stationary: str = "b") -> int:
         return gemm_array.busy_cycles(m, k, n, self.array, stationary)
 

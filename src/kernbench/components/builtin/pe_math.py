@@ -31,6 +31,9 @@ class MathEngine(Engine):
         super().__init__(node_id, overhead_ns)
         self.vector_width, self.clock_ghz = vector_width, clock_ghz
 
+    def busy_report(self) -> dict[str, float]:
+        return {"math": self.busy_ns}
+
     def service_ns(self, elements: int) -> float:
         return math_cycles(elements, self.vector_width) / self.clock_ghz
 

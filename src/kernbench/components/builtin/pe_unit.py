@@ -41,14 +41,19 @@ class PeUnit:
         self.cpu = PeCpu(self)
         self.ipcq = PeIpcq(self)
 
+    @property
+    def units(self) -> dict:
+        """The PE's units by name, in wiring order; a unit with a ``busy_report()``
+        reports its own busy time (ns) under names of its choosing."""
+        return {"pe_mmu": self.mmu, "pe_dma": self.dma, "pe_fetch_store": self.fetch_store,
+                "pe_gemm": self.gemm, "pe_math": self.math, "pe_scheduler": self.scheduler,
+                "pe_cpu": self.cpu, "pe_ipcq": self.ipcq}
+
     def engine_busy_ns(self) -> dict[str, float]:
-        fs = self.fetch_store
-        return {
-            "dma_read_channel": self.dma.read_ch.busy_ns,
-            "dma_write_channel": self.dma.write_ch.busy_ns,
-            "fetch": fs.fetch.busy_ns,
-            "store": fs.store.busy_ns,
-            "gemm": self.gemm.busy_ns,
-            "math": self.math.busy_ns,
-            "pe_cpu_dispatch": self.cpu.dispatch_cycles / self.spec.pe.clock_ghz,
-        }
+        """Every unit's busy report, merged."""
+        busy: dict[str, float] = {}
+        for unit in self.units.values():
+            report = getattr(unit, "busy_report", None)
+            if report is not None:
+                busy.update(report())
+        return busy

@@ -13,9 +13,20 @@ SMALL = str(ROOT / "config/topologies/small_2x2.yaml")
 SLICE = '{"workload": {"flow": "h2d-1hop", "sizes": [4096]}, "variant": {"concurrent_flows": 1}}'
 
 
-def job(slice_: str = SLICE, experiment: str = "transfer", out: str = "r.json") -> list[str]:
-    return ["job", "--experiment", experiment, "--topology-id", "t", "--topology-file", SMALL,
-            "--workload-id", "w", "--variant-id", "v", "--slice", slice_, "--out", out]
+def job(slice_: str = SLICE, experiment: str = "transfer", out: str = "r.json",
+        topology_file: str = SMALL) -> list[str]:
+    return ["job", "--experiment", experiment, "--topology-id", "t", "--topology-file",
+            topology_file, "--workload-id", "w", "--variant-id", "v", "--slice", slice_,
+            "--out", out]
+
+
+def capacity(*change: str) -> list[str]:
+    """``kernbench capacity`` with good values but ``change`` (flag, value), run where no
+    results table exists."""
+    args = {"--model": "llama3-8b", "--topology": "default", "--context": "4096",
+            "--users": "8", "--tpot-ms": "50"}
+    args.update(dict(zip(change[::2], change[1::2], strict=True)))
+    return ["capacity", *(x for kv in args.items() for x in kv)]
 
 
 # (command line with a bad input, text the one-line message must contain)
@@ -31,6 +42,20 @@ BAD = {
     "job-slice": (job('{"workload": 1}'), "--slice"),
     "job-experiment": (job(experiment="no_such_experiment"), "unknown experiment"),
     "experiments": (["experiments", "no_such_experiment"], "unknown experiment"),
+    # arguments are checked before any file is read: no results table is needed to hear
+    # about a bad value, and the unknown experiment comes before the bad slice
+    "capacity-users": (capacity("--users", "0"), "--users 0: must be positive (an integer"),
+    "capacity-tpot": (capacity("--tpot-ms", "-1"), "--tpot-ms -1.0: must be positive (a finite"),
+    "capacity-tpot-nan": (capacity("--tpot-ms", "nan"), "--tpot-ms nan: must be positive (a finite"),
+    "capacity-context": (capacity("--context", "0"), "--context 0: must be positive (an integer"),
+    "capacity-model": (capacity("--model", "gpt-17"), "--model 'gpt-17': not a preset"),
+    "capacity-topology": (capacity("--topology", "nosuch"), "--topology 'nosuch': no such"),
+    "capacity-table": (capacity(), "--table results/tables/gqa.csv: the attention study's "
+                                   "table is missing"),
+    "job-experiment-first": (job('{"workload": 1}', experiment="nosuch"),
+                             "--experiment: unknown experiment 'nosuch' (known: "),
+    "job-topology-file": (job(topology_file="no/such.yaml"), "--topology-file: no/such.yaml: "
+                                                               "file not found"),
 }
 
 # (command line that works, the internal function to break)
@@ -111,3 +136,34 @@ def test_a_bug_inside_a_kernel_run_is_not_disguised_as_kernel_misuse(small_graph
         exc = exc.__cause__
     notes = [n for e in chain for n in getattr(e, "__notes__", ())]
     assert any("while kernel 'g' ran on sip0.cube0.pe0" in n for n in notes)
+
+
+@pytest.mark.parametrize("argv, first", [
+    (capacity("--model", "gpt-17", "--topology", "nosuch", "--users", "0"), "--model"),
+    (capacity("--topology", "nosuch", "--context", "-5", "--users", "0"), "--topology"),
+    (capacity("--context", "-5", "--users", "0", "--tpot-ms", "0"), "--context -5"),
+    (capacity("--users", "0", "--tpot-ms", "0"), "--users 0"),
+    (job('{"workload": 1}', experiment="nosuch", topology_file="no/such.yaml"),
+     "--experiment"),
+    (job('{"workload": 1}', topology_file="no/such.yaml"), "--topology-file"),
+    (job("{not json"), "--slice"),
+])
+def test_arguments_are_checked_in_order_before_any_file_is_read(argv, first, capsys,
+                                                                monkeypatch, tmp_path):
+    """Several bad arguments at once: the first one declared is the one reported, and no
+    topology, model, table or record is opened on the way."""
+    import kernbench.capacity.models as models
+    import kernbench.capacity.planner as planner
+    import kernbench.experiments.job as job_mod
+
+    def no_read(*_a, **_k):
+        raise AssertionError("a file was read before the arguments were checked")
+
+    monkeypatch.setattr(planner, "load_topology", no_read)
+    monkeypatch.setattr(planner.Efficiency, "from_table", no_read)
+    monkeypatch.setattr(models, "load_model", no_read)
+    monkeypatch.setattr(job_mod, "run_job", no_read)
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    (line,) = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert line.startswith(f"kernbench: error: {first}"), line

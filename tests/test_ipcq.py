@@ -14,6 +14,8 @@ from kernbench.runtime_api import RuntimeContext
 from kernbench.sim_engine import GraphEngine
 from kernbench.triton_emu.kernel_runner import KernelError
 
+from .transfer_formula import hardware, message_ns
+
 A, B = (0, 0, 0), (0, 0, 1)  # PE0 and PE1 of SIP 0 CUBE 0 (horizontal neighbours)
 PAIR = {A: {"E": B}, B: {"W": A}}
 N = 256
@@ -79,8 +81,10 @@ def test_unloaded_message_time_is_overheads_wires_and_drain(default_graph):
     two_pes(ctx, stream, N, 1)
     eng = ctx.engine
     (send,) = [r for r in eng.op_log.records if r.op_name == "ipcq_send"]
-    plan = eng.fabric.plan(eng.flows.ipcq_message(A, B, "tcm"))
-    expect = plan.overhead_ns + plan.wire_ns + N * 4 / plan.bottleneck_gbs
+    # PE0 -> PE1 of one CUBE: 2 x (TCM + IPCQ + DMA) + 2 routers = 20 ns, 0.48 ns of
+    # wire, 1 KiB over the 128 GB/s mesh link: 28.48 ns, from the hardware numbers alone
+    expect = message_ns(N * 4, 0, 1, east_cube=False)
+    assert expect == pytest.approx(20.0 + 0.48 + N * 4 / 128.0, rel=1e-12)
     assert send.t_end - send.t_start == pytest.approx(expect, rel=1e-12)
 
 
@@ -210,11 +214,13 @@ def test_ipcq_does_not_queue_behind_bulk_dma_but_delays_it(with_sharing, policy)
             shared = (set(zip(nodes, nodes[1:], strict=False))
                       & set(zip(dma_nodes, dma_nodes[1:], strict=False)))
             assert shared, "the two routes must share a link for this test to mean anything"
-            plan = eng.fabric.plan(nodes)
+            # CUBE 0 PE1 -> CUBE 1 PE0, from the hardware numbers alone: 32 ns of
+            # overheads (6 routers, 2 UCIe PHYs), 1.78 ns of wire, 1 KiB at 128 GB/s
             assert msg.t_end - msg.t_start == pytest.approx(
-                plan.overhead_ns + plan.wire_ns + N * 4 / plan.bottleneck_gbs, rel=1e-12)
-    plan = eng.fabric.plan(nodes)
-    lost = N * 4 / plan.bottleneck_gbs
+                message_ns(N * 4, 1, 0, east_cube=True), rel=1e-12)
+    lost = N * 4 / 128.0  # the message's bytes over the shared 128 GB/s link
+    assert lost == N * 4 / min(hardware()["cube"]["noc"]["link_bw_gbs"],
+                               hardware()["sip"]["ucie"]["bw_gbs"])
     if policy == "fifo":
         assert ends[True][0] == ends[False][0]
         assert ends[True][1] - ends[False][1] == pytest.approx(lost, rel=1e-6)

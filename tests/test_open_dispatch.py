@@ -17,6 +17,8 @@ from kernbench.runtime_api import RuntimeContext
 from kernbench.sim_engine import GraphEngine
 from kernbench.topology.naming import pe_prefix
 
+from .transfer_formula import message_ns
+
 # -- a toy pair of commands and their executor, as a plugin would write them ----------------
 
 
@@ -125,7 +127,7 @@ def test_a_receive_completes_when_the_message_arrives(small_graph):
     eng = GraphEngine(small_graph, enable_data=True)
     rt = RuntimeContext(eng)
     out = rt.empty((8, 16), "f32")  # on sip0.cube0.pe0
-    a, b = (0, 0, 0), (0, 1, 2)  # two PEs in different CUBEs
+    a, b = (0, 0, 0), (0, 1, 1)  # two PEs in neighbouring CUBEs
     p = out.placements[0]
     eng.pe(*b).mmu.map(out.va, p.pa.encode(), p.nbytes)  # the consumer writes it remotely
     procs = [_start(eng, rt, b, "consumer", consumer, (out.va,), peer=a),
@@ -133,15 +135,15 @@ def test_a_receive_completes_when_the_message_arrives(small_graph):
     eng.run(eng.env.all_of(procs))
     message = next(r for r in eng.op_log.records if r.op_name == "pe_message")
     assert message.component_id == "sip0.cube0.pe0.pe_ipcq"
-    # the message took the fabric's time for that route and size, alone: its overheads,
-    # wires and bytes over the slowest link
-    flow = eng.flows.pe_message(a, b, 8 * 16 * 4)
-    plan = eng.fabric.plan(flow.legs[0].nodes)
-    assert message.t_end - message.t_start == pytest.approx(
-        plan.overhead_ns + plan.wire_ns + flow.nbytes / plan.bottleneck_gbs, rel=1e-12)
+    # the message took a lone transfer's time from the hardware numbers: its overheads
+    # (8 routers, 2 UCIe PHYs, both PEs' TCM, IPCQ and DMA), wires and bytes over the
+    # slowest link (small_2x2 keeps default.yaml's CUBE and links)
+    expect = message_ns(8 * 16 * 4, 0, 1, east_cube=True)
+    assert expect == pytest.approx(16 + 8 * 2 + 2 * 2 + 2.38 + 512 / 128, rel=1e-12)
+    assert message.t_end - message.t_start == pytest.approx(expect, rel=1e-12)
     # the consumer's add started only after the message had arrived
     adds = [r for r in eng.op_log.records
-            if r.op_name == "add" and r.component_id.startswith("sip0.cube1.pe2")]
+            if r.op_name == "add" and r.component_id.startswith("sip0.cube1.pe1")]
     assert adds and adds[0].t_start >= message.t_end
     assert procs[0].value[1] > message.t_end > procs[1].value[0]
     np.testing.assert_array_equal(rt.to_numpy(out), np.full((8, 16), 7.0, np.float32))

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
+
+from kernbench.errors import UsageError
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -24,10 +27,37 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def check_args(args) -> None:
+    """Every argument, in the order they are declared, before any file is read."""
+    from kernbench.capacity.models import PRESETS
+    from kernbench.capacity.planner import ROOT
+
+    model = Path(args.model)
+    if args.model not in PRESETS and (model.suffix not in (".yaml", ".yml")
+                                      or not model.is_file()):
+        raise UsageError(f"--model {args.model!r}: not a preset ({', '.join(PRESETS)}) "
+                         f"nor a model YAML file")
+    topology = Path(args.topology)
+    if not topology.suffix:
+        topology = ROOT / "config" / "topologies" / f"{args.topology}.yaml"
+    if not topology.is_file():
+        raise UsageError(f"--topology {args.topology!r}: no such topology "
+                         f"(config/topologies/<name>.yaml or a file path)")
+    for flag, value, allowed in (("--context", args.context, "an integer number of tokens"),
+                                 ("--users", args.users, "an integer number of users"),
+                                 ("--tpot-ms", args.tpot_ms, "a finite number of ms")):
+        if not (math.isfinite(value) and value > 0):
+            raise UsageError(f"{flag} {value}: must be positive ({allowed})")
+    if not Path(args.table).is_file():
+        raise UsageError(f"--table {args.table}: the attention study's table is missing; "
+                         f"build it with `snakemake --cores 2 results/tables/gqa.csv`")
+
+
 def run(args) -> int:
     from kernbench.capacity.models import load_model
     from kernbench.capacity.planner import Chip, Efficiency, fmt, plan
 
+    check_args(args)
     result = plan(load_model(args.model), Chip.from_topology(args.topology),
                   Efficiency.from_table(Path(args.table)), args.context, args.users,
                   args.tpot_ms)

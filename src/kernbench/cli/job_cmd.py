@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from kernbench.errors import ConfigError
+from kernbench.errors import ConfigError, UsageError
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -30,16 +30,10 @@ def run(args: argparse.Namespace) -> int:
     import time
 
     from kernbench.experiments.job import run_job
-    from kernbench.experiments.registry import load_plugins
     from kernbench.fileio import dumps_pretty, write_atomic
 
     start = time.perf_counter()
-    try:
-        slice_ = json.loads(args.slice)
-    except json.JSONDecodeError as exc:
-        raise ConfigError("--slice", "", f"not valid JSON: {exc.msg}") from None
-    _check_slice(slice_)
-    load_plugins(args.plugin, "--plugin")
+    slice_ = check_args(args)
     # A job is one short-lived process whose objects (engines, timelines, op logs) live
     # until it exits; the cyclic collector only rescans them (about a tenth of the run
     # time, and no memory back: peak RSS is unchanged without it). Run as its own
@@ -61,6 +55,26 @@ def run(args: argparse.Namespace) -> int:
     print(f"kernbench job: wrote {args.out} in {time.perf_counter() - start:.3f} s, "
           f"peak_rss_mb={peak_mb:.1f}", file=sys.stderr)
     return 0
+
+
+def check_args(args: argparse.Namespace) -> dict:
+    """Every argument, in the order they are declared, before any file is read (the
+    plugins first: they may define the experiment); returns the parsed slice."""
+    from kernbench.experiments.registry import get, load_plugins
+
+    load_plugins(args.plugin, "--plugin")
+    try:
+        get(args.experiment)
+    except UsageError as exc:
+        raise UsageError(f"--experiment: {exc}") from None
+    if not Path(args.topology_file).is_file():
+        raise ConfigError("--topology-file", "", f"{args.topology_file}: file not found")
+    try:
+        slice_ = json.loads(args.slice)
+    except json.JSONDecodeError as exc:
+        raise ConfigError("--slice", "", f"not valid JSON: {exc.msg}") from None
+    _check_slice(slice_)
+    return slice_
 
 
 def _check_slice(slice_) -> None:

@@ -255,3 +255,34 @@ def test_cli_unknown_bench_exits_2_with_one_line(ident):
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("kernbench: error:")
     assert "Traceback" not in proc.stderr and proc.stdout == ""
+
+
+@pytest.mark.parametrize("name", ["gemm-composite", "gemm-primitive", "gemm-composite-cube",
+                                  "decode-attention-opt3", "decode-attention-opt2"])
+def test_compute_benches_run_in_data_mode(default_graph, name, monkeypatch):
+    """``kernbench run --data``: a compute bench's inputs hold seeded values (reading
+    never-written bytes would stop the run), spread like a standard normal."""
+    import numpy as np
+
+    from kernbench.benches import _shapes
+
+    monkeypatch.setenv("GEMM_M", "64")
+    monkeypatch.setenv("GEMM_K", "64")
+    monkeypatch.setenv("GEMM_N", "64")
+    monkeypatch.setenv("ATTN_S", "256")
+    made = {}
+    real = _shapes.bench_input
+
+    def keep(torch, shape, dtype, label, dp=None):
+        made[label] = t = real(torch, shape, dtype, label, dp)
+        made["_ctx"] = torch
+        return t
+
+    monkeypatch.setattr("kernbench.benches.gemm.bench_input", keep)
+    monkeypatch.setattr("kernbench.benches.attention_decode.bench_input", keep)
+    result = run_bench(default_graph, resolve(name), enable_data=True)
+    assert result.ok
+    ctx = made["_ctx"]
+    for label in set(made) - {"_ctx"}:
+        values = ctx.to_numpy(made[label]).astype(np.float32)
+        assert np.isfinite(values).all() and values.std() > 0.5, label

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from kernbench.benches._shapes import env_int
+from kernbench.benches._shapes import bench_input, env_int
 from kernbench.benches.registry import bench
 from kernbench.kernels.attention_decode import VARIANTS
 
@@ -16,9 +16,9 @@ from kernbench.kernels.attention_decode import VARIANTS
 def run_decode(torch, variant: str):
     G, d = env_int("ATTN_G", 8), env_int("ATTN_D", 128)
     S, tile = env_int("ATTN_S", 1024), env_int("ATTN_TILE", 64)
-    q = torch.empty((G, d), "f16", name="Q")
-    kT = torch.empty((d, S), "f16", name="K_T")
-    v = torch.empty((S, d), "f16", name="V")
+    q = bench_input(torch, (G, d), "f16", "Q")
+    kT = bench_input(torch, (d, S), "f16", "K_T")
+    v = bench_input(torch, (S, d), "f16", "V")
     m = torch.empty((G, 1), "f32", name="m")
     l_ = torch.empty((G, 1), "f32", name="l")
     o = torch.empty((G, d), "f32", name="O")

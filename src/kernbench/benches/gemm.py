@@ -6,7 +6,7 @@ Environment variables (docs/adr/0020-bench-modules.md): GEMM_M, GEMM_K, GEMM_N s
 
 from __future__ import annotations
 
-from kernbench.benches._shapes import env_int
+from kernbench.benches._shapes import bench_input, env_int
 from kernbench.benches.registry import bench
 from kernbench.errors import UsageError
 from kernbench.kernels.gemm import VARIANTS
@@ -23,8 +23,8 @@ def run_gemm(torch, variant: str, pes: int = 1):
     if N % pes:
         raise UsageError(f"GEMM_N = {N} must divide evenly over the {pes} PEs of a CUBE")
     split = DPPolicy(pe="column_wise", num_pes=pes) if pes > 1 else DPPolicy()
-    a = torch.empty((M, K), "f16", dp=DPPolicy(num_pes=pes), name="A")
-    b = torch.empty((K, N), "f16", dp=split, name="B")
+    a = bench_input(torch, (M, K), "f16", "A", DPPolicy(num_pes=pes))
+    b = bench_input(torch, (K, N), "f16", "B", split)
     c = torch.empty((M, N), "f32", dp=split, name="C")
     handle = torch.launch(f"gemm-{variant}", VARIANTS[variant], a, b, c, M, K, N // pes,
                           dp=DPPolicy(num_pes=pes))

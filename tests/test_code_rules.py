@@ -51,9 +51,9 @@ def _resolve_relative(module: str, is_package: bool, level: int, target: str | N
     return ".".join(base + ([target] if target else []))
 
 
-def _imported_names(module: str, path: Path) -> set[str]:
+def _imported_names(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
     """Every kernbench name ``module`` imports, anywhere in it (functions included);
-    ``from a import b`` yields ``a.b`` as well as ``a`` (``b`` may be a submodule)."""
+    ``from a import b`` is ``a.b`` when that is a module, else ``a``."""
     names = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
@@ -63,19 +63,20 @@ def _imported_names(module: str, path: Path) -> set[str]:
             if node.level:
                 base = _resolve_relative(module, path.name == "__init__.py", node.level,
                                          node.module)
-            names.add(base)
-            names.update(f"{base}.{alias.name}" for alias in node.names)
+            for alias in node.names:
+                sub = f"{base}.{alias.name}"
+                names.add(sub if sub in modules else base)
     return {n for n in names if n == PACKAGE or n.startswith(PACKAGE + ".")}
 
 
 def import_graph(src: Path = SRC) -> dict[str, set[str]]:
-    """Module -> the kernbench modules it imports (names that are not modules, such as
-    imported classes, are mapped to the module that defines them)."""
+    """Module -> the kernbench modules it imports (``import a.b.c`` of a name that is
+    not a module counts as its nearest enclosing module)."""
     modules = _modules(src)
     graph = {}
     for name, path in modules.items():
         targets = set()
-        for imported in _imported_names(name, path):
+        for imported in _imported_names(name, path, modules):
             while imported not in modules and "." in imported:
                 imported = imported.rsplit(".", 1)[0]
             if imported in modules and imported != name:

@@ -11,7 +11,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("allreduce", help="run one all-reduce on every CUBE of every SIP")
     p.add_argument("--topology", default="default", help="topology file or name")
     p.add_argument("--algorithm", required=True,
-                   help="collective algorithm (config/ccl.yaml: ring, torus2d, lrab_hierarchical)")
+                   help="collective algorithm (one of config/ccl.yaml's algorithms)")
     p.add_argument("--bytes-per-pe", type=int, required=True, dest="bytes_per_pe",
                    help="bytes of every rank's buffer")
     p.add_argument("--dtype", default="f16", help="f16 | f32 | bf16 | i32 (default f16)")

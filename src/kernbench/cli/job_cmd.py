@@ -29,6 +29,7 @@ def run(args: argparse.Namespace) -> int:
     import sys
     import time
 
+    from kernbench.cli.common import check_output_path
     from kernbench.experiments.job import run_job
     from kernbench.experiments.registry import load_plugins
     from kernbench.fileio import dumps_pretty, write_atomic
@@ -39,6 +40,7 @@ def run(args: argparse.Namespace) -> int:
     except json.JSONDecodeError as exc:
         raise ConfigError("--slice", "", f"not valid JSON: {exc.msg}") from None
     _check_slice(slice_)
+    check_output_path("--out", args.out, creates_parents=True)
     load_plugins(args.plugin, "--plugin")
     # A job is one short-lived process whose objects (engines, timelines, op logs) live
     # until it exits; the cyclic collector only rescans them (about a tenth of the run

@@ -56,6 +56,23 @@ BAD = {
                              "--experiment: unknown experiment 'nosuch' (known: "),
     "job-topology-file": (job(topology_file="no/such.yaml"), "--topology-file: no/such.yaml: "
                                                                "file not found"),
+    # an output path that cannot be written is found before the simulation runs
+    "allreduce-dump": (["allreduce", "--topology", SMALL, "--algorithm", "ring",
+                        "--bytes-per-pe", "64", "--data", "--dump", "/nonexistent/dir/x.npz"],
+                       "--dump /nonexistent/dir/x.npz: folder /nonexistent/dir does not exist"),
+    "allreduce-trace": (["allreduce", "--topology", SMALL, "--algorithm", "ring",
+                         "--bytes-per-pe", "64", "--trace", "."],
+                        "--trace .: is a folder, not a file"),
+    "attention-dump": (["attention", "--mode", "decode", "--topology", SMALL, "--context", "64",
+                        "--data", "--dump", "/nonexistent/o.npz"],
+                       "--dump /nonexistent/o.npz: folder /nonexistent does not exist"),
+    "run-trace": (["run", "--topology", SMALL, "--bench", "host-roundtrip", "--trace",
+                   "no/such/t.json"], "--trace no/such/t.json: folder no/such does not exist"),
+    "probe-trace": (["probe", "--topology", SMALL, "--case", "h2d-1hop", "--trace",
+                     "/dev/null/t.json"], "/dev/null is not a folder"),
+    "job-out": (job(out="/dev/null/raw/r.json"), "--out /dev/null/raw/r.json: /dev/null is not"),
+    "topology-render-out": (["topology", "render", SMALL, "--out", "/dev/null"],
+                            "--out /dev/null: exists and is not a folder"),
 }
 
 # (command line that works, the internal function to break)

@@ -8,6 +8,7 @@ from functools import cache
 import numpy as np
 import pytest
 
+from kernbench.ccl import config as ccl_config
 from kernbench.ccl.algorithms.lrab_hierarchical import LrabHierarchical
 from kernbench.ccl.group import Group, grid_cycle
 from kernbench.ccl.model import Costs
@@ -22,7 +23,7 @@ from kernbench.topology import load_topology
 
 from .conftest import TOPOLOGIES
 
-ALGORITHMS = ("ring", "torus2d", "lrab_hierarchical")
+ALGORITHMS = tuple(ccl_config.load()["algorithms"])  # every configured one, new ones too
 EPS = {"f16": 2.0 ** -11, "bf16": 2.0 ** -8, "f32": 2.0 ** -24}  # unit roundoff
 TINY = {"f16": 2.0 ** -24, "bf16": 2.0 ** -133, "f32": 2.0 ** -149}  # smallest subnormal
 

@@ -6,7 +6,8 @@ report: "../report/workflow.rst"
 
 
 onsuccess:
-    from kernbench.report.manifest import manifest, summary_markdown, write_manifest, write_summary
+    from kernbench.report.manifest import manifest, write_manifest
+    from kernbench.report.summary import summary_markdown, write_summary
 
     _stages = [("aggregate", t, f"{BENCH_DIR}/aggregate/{Path(t).stem}.tsv") for t in TABLES]
     _stages += [(f"figures_{e}", f"{FIGURE_DIR} ({e})", f"{BENCH_DIR}/figures/{e}.tsv")

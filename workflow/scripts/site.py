@@ -3,8 +3,8 @@ from pathlib import Path
 
 from kernbench.capacity.planner import Chip, Efficiency
 from kernbench.experiments.registry import load_plugins
-from kernbench.report.manifest import headline_lines
 from kernbench.report.site import build, planner_data
+from kernbench.report.summary import headline_lines
 
 sm = snakemake  # noqa: F821
 load_plugins(sm.params.plugins)

@@ -88,3 +88,10 @@ def algorithm_class(cfg: AlgorithmConfig) -> type:
     except KeyError:
         raise ConfigError(cfg.module, "", f"module does not register an algorithm named "
                                           f"{cfg.name!r}") from None
+
+
+def configured_algorithms(path: str | Path | None = None) -> dict[str, type]:
+    """Every algorithm of the config, in the order it lists them, as its class: what
+    reports read (names, order, ``phases``) so that a new algorithm needs no edit there."""
+    doc = load(path)
+    return {name: algorithm_class(resolve(doc, name)) for name in doc["algorithms"]}

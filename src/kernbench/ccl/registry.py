@@ -1,4 +1,8 @@
-"""The algorithm registry: ``@register`` next to each algorithm class."""
+"""The algorithm registry: ``@register`` next to each algorithm class.
+
+Algorithms are loaded one way only: ``config/ccl.yaml`` names each one's module,
+and ``ccl.config.algorithm_class`` imports it, which registers the class here.
+"""
 
 from __future__ import annotations
 
@@ -17,15 +21,8 @@ def register(cls: type) -> type:
 
 
 def get(name: str) -> type:
-    import kernbench.ccl.algorithms  # noqa: F401 - registers the built-in algorithms
-
+    """The class registered under ``name`` (its module must have been imported)."""
     try:
         return _ALGORITHMS[name]
     except KeyError:
         raise KeyError(name) from None
-
-
-def names() -> list[str]:
-    import kernbench.ccl.algorithms  # noqa: F401
-
-    return sorted(_ALGORITHMS)

@@ -11,7 +11,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("allreduce", help="run one all-reduce on every CUBE of every SIP")
     p.add_argument("--topology", default="default", help="topology file or name")
     p.add_argument("--algorithm", required=True,
-                   help="collective algorithm (config/ccl.yaml: ring, torus2d, lrab_hierarchical)")
+                   help="collective algorithm (one of config/ccl.yaml's algorithms)")
     p.add_argument("--bytes-per-pe", type=int, required=True, dest="bytes_per_pe",
                    help="bytes of every rank's buffer")
     p.add_argument("--dtype", default="f16", help="f16 | f32 | bf16 | i32 (default f16)")
@@ -28,31 +28,52 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from kernbench.cli.common import resolve_topology
-    from kernbench.errors import UsageError
-    from kernbench.runtime_api.allreduce_run import (
-        NCCL_HEADER,
-        dump_arrays,
-        reference,
-        run_allreduce,
-    )
+    from kernbench.runtime_api.allreduce_run import run_allreduce
     from kernbench.topology import load_topology
 
-    if args.dump and not args.data:
-        raise UsageError("--dump needs --data (timing mode moves no bytes)")
+    _check_arguments(args)
     graph = load_topology(resolve_topology(args.topology))
     r = run_allreduce(graph, args.algorithm, args.bytes_per_pe, dtype=args.dtype,
                       buffer=args.buffer, op=args.op, data=args.data, seed=args.seed,
                       keep_records=bool(args.trace))
-    check = None
-    if args.data:
-        import numpy as np
+    check = _data_check(r) if args.data else None
+    _write_files(args, r)
+    doc = _document(r, check)
+    if args.json:
+        sys.stdout.write(json.dumps(doc, sort_keys=True) + "\n")
+    else:
+        _write_report(sys.stdout, args, r, doc)
+    return 0
 
-        ref = reference(r.inputs, r.op)
-        worst = max(float(np.max(np.abs(o.astype(np.float64) - ref)))
-                    for o in r.outputs.values())
-        check = {"max_abs_error": worst}
+
+def _check_arguments(args: argparse.Namespace) -> None:
+    """The user's mistakes, found before the simulation runs."""
+    from kernbench.cli.common import check_output_path
+    from kernbench.errors import UsageError
+
+    if args.dump and not args.data:
+        raise UsageError("--dump needs --data (timing mode moves no bytes)")
+    check_output_path("--dump", args.dump)
+    check_output_path("--trace", args.trace)
+
+
+def _data_check(r) -> dict:
+    """The largest difference between any rank's result and numpy's reduction."""
+    import numpy as np
+
+    from kernbench.runtime_api.allreduce_run import reference
+
+    ref = reference(r.inputs, r.op)
+    worst = max(float(np.max(np.abs(o.astype(np.float64) - ref))) for o in r.outputs.values())
+    return {"max_abs_error": worst}
+
+
+def _write_files(args: argparse.Namespace, r) -> None:
+    """The ``--dump`` arrays (bf16 widened to f32: numpy has no bf16) and ``--trace``."""
     if args.dump:
         import numpy as np
+
+        from kernbench.runtime_api.allreduce_run import dump_arrays
 
         arrays = {k: (v.astype(np.float32) if r.dtype == "bf16" else v)
                   for k, v in dump_arrays(r).items()}
@@ -61,7 +82,10 @@ def run(args: argparse.Namespace) -> int:
         from kernbench.sim_engine.chrome_trace import write_chrome_trace
 
         write_chrome_trace([(None, r.engine.op_log.records)], args.trace)
-    out = sys.stdout
+
+
+def _document(r, check: dict | None) -> dict:
+    """The run as one JSON document (``--json``)."""
     doc = {
         "topology": r.topology, "algorithm": r.algorithm, "ranks": r.ranks,
         "size": r.size, "count": r.count, "type": r.dtype, "op": r.op, "buffer": r.buffer,
@@ -74,9 +98,13 @@ def run(args: argparse.Namespace) -> int:
     }
     if check is not None:
         doc["check"] = check
-    if args.json:
-        out.write(json.dumps(doc, sort_keys=True) + "\n")
-        return 0
+    return doc
+
+
+def _write_report(out, args: argparse.Namespace, r, doc: dict) -> None:
+    """The nccl-tests style text report."""
+    from kernbench.runtime_api.allreduce_run import NCCL_HEADER
+
     out.write(f"# all_reduce {r.algorithm} on {r.topology}: {r.ranks} ranks, buffers in "
               f"{r.buffer}\n")
     out.write("#" + NCCL_HEADER[1:] + "\n")
@@ -84,10 +112,9 @@ def run(args: argparse.Namespace) -> int:
     out.write("# phases (us, simulated / predicted): " + ", ".join(
         f"{k} {a / 1000:.3f}/{b / 1000:.3f}" for k, (a, b) in r.phases.items()) + "\n")
     out.write("# op counts: " + ", ".join(f"{k} {v}" for k, v in doc["op_counts"].items()) + "\n")
-    if check is not None:
-        out.write(f"# data: max |result - numpy reduction| = {check['max_abs_error']:.3g}\n")
+    if "check" in doc:
+        out.write(f"# data: max |result - numpy reduction| = {doc['check']['max_abs_error']:.3g}\n")
     if args.dump:
         out.write(f"# arrays written to {args.dump}\n")
     if args.trace:
         out.write(f"# trace written to {args.trace}\n")
-    return 0

@@ -63,13 +63,15 @@ def _run(args, graph, progress):
 
 
 def run(args: argparse.Namespace) -> int:
-    from kernbench.cli.common import resolve_topology
+    from kernbench.cli.common import check_output_path, resolve_topology
     from kernbench.errors import UsageError
     from kernbench.topology import load_topology
     from kernbench.workloads.attention.progress import Progress
 
     if args.dump and not args.data:
         raise UsageError("--dump needs --data (timing mode computes no values)")
+    check_output_path("--dump", args.dump)
+    check_output_path("--trace", args.trace)
     graph = load_topology(resolve_topology(args.topology))
     r = _run(args, graph, None if args.json else Progress(sys.stderr))
     if args.dump:

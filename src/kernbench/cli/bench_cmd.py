@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from kernbench.cli.common import resolve_topology
+from kernbench.cli.common import check_output_path, resolve_topology
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -42,6 +42,7 @@ def run_bench_cmd(args: argparse.Namespace) -> int:
     from kernbench.sim_engine.chrome_trace import write_chrome_trace
     from kernbench.topology import load_topology
 
+    check_output_path("--trace", args.trace)
     exp = study_of(args.bench.strip())
     if exp is not None:
         return run_study(exp, args)

@@ -60,6 +60,7 @@ def run(args: argparse.Namespace) -> int:
 def check_args(args: argparse.Namespace) -> dict:
     """Every argument, in the order they are declared, before any file is read (the
     plugins first: they may define the experiment); returns the parsed slice."""
+    from kernbench.cli.common import check_output_path
     from kernbench.experiments.registry import get, load_plugins
 
     load_plugins(args.plugin, "--plugin")
@@ -74,6 +75,7 @@ def check_args(args: argparse.Namespace) -> dict:
     except json.JSONDecodeError as exc:
         raise ConfigError("--slice", "", f"not valid JSON: {exc.msg}") from None
     _check_slice(slice_)
+    check_output_path("--out", args.out, creates_parents=True)
     return slice_
 
 

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from kernbench.cli.common import resolve_topology
+from kernbench.cli.common import check_output_path, resolve_topology
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -27,6 +27,7 @@ def run(args: argparse.Namespace) -> int:
     from kernbench.probes.probe import format_report, run_probe
 
     path = resolve_topology(args.topology)
+    check_output_path("--trace", args.trace)
     report = run_probe(path, args.case, trace_path=args.trace)
     if args.json:
         sys.stdout.write(json.dumps(report.to_json(), indent=2, sort_keys=True) + "\n")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from kernbench.cli.common import resolve_topology
+from kernbench.cli.common import check_output_path, resolve_topology
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -55,7 +55,9 @@ def render(args: argparse.Namespace) -> int:
     from kernbench.topology import load_topology
     from kernbench.topology.svg import emit_diagrams
 
-    g = load_topology(resolve_topology(args.topology))
+    topology = resolve_topology(args.topology)
+    check_output_path("--out", args.out, folder=True)
+    g = load_topology(topology)
     for path in emit_diagrams(g, args.out, args.views):
         sys.stdout.write(f"wrote {path}\n")
     return 0

@@ -7,13 +7,16 @@ from kernbench.components.builtin.pe_cost_model import PeCostModel
 from kernbench.report.yaml_comments import chain_comments
 from kernbench.topology.graph import TopologyGraph
 
+Row = tuple[str, str, str, str]
 
-def hardware_rows(graph: TopologyGraph) -> list[tuple[str, str, str, str]]:
+
+def hardware_rows(graph: TopologyGraph) -> list[Row]:
     """(component, parameter, value with unit, source key path) for the table."""
-    s, mesh = graph.spec, graph.mesh
-    pe = s.pe
-    macs = pe.gemm.mac_rows * pe.gemm.mac_cols
-    cost = PeCostModel.from_spec(s)
+    return _system_rows(graph.spec) + _cube_rows(graph.spec, graph.mesh) + _pe_rows(graph.spec)
+
+
+def _system_rows(s) -> list[Row]:
+    """The system and SIP levels: host link, inter-SIP links, the CUBE mesh."""
     return [
         ("System", "SIPs", f"{s.sips.count} ({s.sips.topology.replace('_', ' ')}, "
                            f"{s.sips.w}x{s.sips.h})", "system.sips.topology"),
@@ -27,6 +30,12 @@ def hardware_rows(graph: TopologyGraph) -> list[tuple[str, str, str, str]]:
          "sip.ucie.bw_gbs"),
         ("SIP", "UCIe PHY latency", f"{s.ucie_overhead_ns:g} ns", "sip.ucie.overhead_ns"),
         ("SIP", "IO CPU latency", f"{s.io_overhead_ns['io_cpu']:g} ns", "sip.io.io_cpu.overhead_ns"),
+    ]
+
+
+def _cube_rows(s, mesh) -> list[Row]:
+    """One CUBE: its NoC, HBM and SRAM."""
+    return [
         ("CUBE", "Die size", f"{s.geometry.w_mm:g} x {s.geometry.h_mm:g} mm", "cube.geometry.cube_mm.w"),
         ("CUBE", "Router grid", f"{mesh.n_rows}x{mesh.n_cols} ({len(mesh.routers())} routers)",
          "cube.noc.max_spacing_mm"),
@@ -40,6 +49,15 @@ def hardware_rows(graph: TopologyGraph) -> list[tuple[str, str, str, str]]:
          "cube.memory_map.pseudo_channel_bw_gbs"),
         ("CUBE", "HBM access latency", f"{s.hbm.ctrl_overhead_ns:g} ns", "cube.hbm_ctrl.overhead_ns"),
         ("CUBE", "SRAM", f"{s.sram_bytes / 2**20:g} MiB, {s.sram_port_bw_gbs:g} GB/s", "cube.sram.size_mb"),
+    ]
+
+
+def _pe_rows(s) -> list[Row]:
+    """One PE: compute, memories, scheduler and dispatch cost."""
+    pe = s.pe
+    macs = pe.gemm.mac_rows * pe.gemm.mac_cols
+    cost = PeCostModel.from_spec(s)
+    return [
         ("PE", "Count per CUBE", f"{s.pes_per_cube}", "cube.pe_layout.corners"),
         ("PE", "Clock", f"{pe.clock_ghz:g} GHz", "pe.clock_ghz"),
         ("PE", "GEMM array", f"{pe.gemm.mac_rows}x{pe.gemm.mac_cols} MAC = "

@@ -1,13 +1,13 @@
-"""Run manifest (every job, its config hash, wall time, peak memory) and SUMMARY.md.
+"""Run manifest: every job, its config hash, wall time and peak memory.
 
-Both are rewritten by the workflow's ``onsuccess`` hook after every run that
+It is rewritten by the workflow's ``onsuccess`` hook after every run that
 did work; the workflow passes the folders it writes logs and benchmarks to
 (this module hard-codes none). Wall time and sampled memory (``max_rss_mb``)
 come from each job's Snakemake ``benchmark:`` file; because Snakemake samples
 memory only every few hundred ms, simulation jobs also report their own peak
 RSS (``peak_rss_mb``, from getrusage) in their log. Config hashes come from
-the records' provenance. The summary lists each experiment's headline values
-(its ``SUMMARY`` templates, formatted as Markdown).
+the records' provenance. The one-page summary that quotes results is
+``report.summary``; this module reads no table.
 """
 
 from __future__ import annotations
@@ -18,9 +18,7 @@ import re
 from pathlib import Path
 
 from kernbench import __version__
-from kernbench.analysis.values import fill
 from kernbench.experiments.job import git_revision
-from kernbench.experiments.registry import ordered
 from kernbench.fileio import dumps_pretty, write_atomic
 
 _PEAK = re.compile(r"peak_rss_mb=([0-9.]+)")
@@ -99,50 +97,3 @@ def manifest(sweep, raw_dir: str, bench_dir: str | Path, log_dir: str | Path,
 
 def write_manifest(doc: dict, path: str | Path) -> Path:
     return write_atomic(path, dumps_pretty(doc))
-
-
-def summary_markdown(sweep, manifest_doc: dict, tables: dict[str, str | Path],
-                     config: dict) -> str:
-    """One page: the run, then each experiment's headline lines (from its values)."""
-    t = manifest_doc["totals"]
-    mean = t["simulate_wall_s_mean"]
-    lines = ["# KernBench run summary", "",
-             f"- kernbench {manifest_doc['kernbench_version']}, revision "
-             f"{manifest_doc['git_revision'] or 'n/a'}",
-             f"- {t['simulate_jobs']} simulation jobs ({', '.join(sweep.experiments)}); "
-             f"mean job wall time {mean:.3f} s" if mean is not None else
-             f"- {t['simulate_jobs']} simulation jobs",
-             "- outputs: the tables, figures, the paper and the manifest", ""]
-    per = manifest_doc.get("per_experiment", {})
-    heads_of = headline_lines(sweep.experiments, tables, config)
-    for name in sweep.experiments:  # every experiment, with or without headline lines
-        heads = heads_of.get(name, [])
-        lines += [f"## {name}", ""]
-        p = per.get(name)
-        if p and p["slowest"]:
-            lines.append(f"- {p['jobs']} jobs, {p['wall_s_sum']:.1f} s of job wall time in all; "
-                         f"slowest {p['slowest']['workload']} ({p['slowest']['wall_s']:.1f} s)")
-        lines += [f"- {line}" for line in heads] + [""]
-    return "\n".join(lines)
-
-
-def headline_lines(experiments, tables: dict[str, str | Path], config: dict) -> dict:
-    """{experiment: its SUMMARY lines filled with its values}, for experiments whose
-    table exists (the summary page and the results site)."""
-    from kernbench.report.generate import ReportContext, load_table
-
-    ctx = ReportContext(config)
-    out = {}
-    present = [name for name in experiments if Path(tables[name]).exists()]
-    for exp in ordered(present):
-        post = exp.post_module()
-        templates = getattr(post, "SUMMARY", ())
-        if not templates:
-            continue
-        vals = post.values(load_table(post, tables[exp.name]), ctx)
-        out[exp.name] = [line for line in (fill(t, vals) for t in templates) if line is not None]
-    return out
-
-
-def write_summary(text: str, path: str | Path) -> Path:
-    return write_atomic(path, text)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from kernbench.analysis.tables import load_records, write_csv
 from kernbench.experiments.registry import get, load_plugins
-from kernbench.report.generate import load_table
+from kernbench.report.context import load_table
 
 
 def aggregate(experiment: str, record_paths: Iterable[str | Path], out_csv: str | Path,

@@ -20,6 +20,7 @@ from kernbench.errors import KernelStateError, UsageError
 from kernbench.isa.dtypes import dtype_bytes, dtype_name, np_dtype
 from kernbench.isa.handles import numel
 from kernbench.policy.placement import DPPolicy, resolve_dp_policy
+from kernbench.runtime_api.per_sip import PerSip
 from kernbench.runtime_api.system import SystemRuntime
 from kernbench.runtime_api.tensors import Placement, Tensor
 from kernbench.sim_engine.engine import GraphEngine
@@ -41,11 +42,6 @@ class _Ahbm:
 
     def device_count(self) -> int:
         return self._ctx.device_count()
-
-
-class PerSip(dict):
-    """A launch argument that differs per SIP: ``PerSip({0: x0, 1: x1})``. Each SIP's
-    kernels receive their own entry (converted like any argument)."""
 
 
 @dataclass

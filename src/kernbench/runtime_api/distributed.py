@@ -28,6 +28,7 @@ from kernbench.components.builtin.pe_ipcq import install_queues
 from kernbench.errors import KernelStateError, UsageError
 from kernbench.isa.dtypes import dtype_bytes
 from kernbench.policy.placement import DPPolicy
+from kernbench.runtime_api.per_sip import PerSip
 
 OPS = ("sum", "max", "min", "avg")
 DTYPES = ("f16", "bf16", "f32", "i32")
@@ -128,8 +129,6 @@ class AhbmBackend:
         scale = 1.0 / g.size if op == "avg" else None
         ctx = self.ctx
         dp = DPPolicy(cube="row_wise", num_cubes=g.cubes, pe="row_wise", num_pes=len(g.pes))
-        from kernbench.runtime_api.context import PerSip  # context imports this module
-
         launch = ctx.launch(f"all_reduce.{self.name}", collective_kernel,
                             PerSip(tensors), n, dtype, op, scale, programs,
                             dp=dp, sips="all")

@@ -17,12 +17,8 @@ from pathlib import Path
 import yaml
 
 from kernbench.fileio import json_hash, write_atomic
-from kernbench.topology.spec import (
-    HBM_GAP_MM,
-    HBM_HALF_HEIGHT_MM,
-    PE_EDGE_MARGIN_MM,
-    CubeGeometry,
-)
+from kernbench.topology.spec import CubeGeometry
+from kernbench.topology.spec_checks import HBM_GAP_MM, HBM_HALF_HEIGHT_MM, PE_EDGE_MARGIN_MM
 from kernbench.validation import safe_load
 
 MESH_ALGO_VERSION = 1
@@ -152,19 +148,10 @@ def _nearest_router(mesh_routers: list[tuple[int, int]], cols, rows, pos) -> tup
     return min(mesh_routers, key=dist)  # min keeps the first (row-major) on ties
 
 
-def generate_mesh(geo: CubeGeometry) -> CubeMesh:
-    """Compute the router grid and attachments for one cube (pure function)."""
-    cols = _columns(geo)
-    rows, rph = _rows(geo)
+def _pe_placements(geo: CubeGeometry, cols, rows, rph: int, hbm_rows, box) -> tuple:
+    """Each PE at its corner's row, on the router column nearest to it, with the point
+    on the HBM box edge it reaches HBM through (spread evenly along the edge)."""
     n_rows, n_cols = len(rows), len(cols)
-    hbm_rows = (rph, rph + 1)
-    hbm_cols = (n_cols // 2 - 1, n_cols // 2)
-    box = (
-        round(cols[hbm_cols[0] - 1] + 0.5, 6),
-        round(rows[rph - 1] + 0.5, 6),
-        round(cols[hbm_cols[1] + 1] - 0.5, 6),
-        round(rows[rph + 2] - 0.5, 6),
-    )
     west_xs, east_xs = _side_xs(geo)
     placements: list[tuple[int, str, float, int]] = []  # pe, corner, x, row
     top_present = [c for c in TOP_CORNERS if c in geo.corners]
@@ -186,17 +173,18 @@ def generate_mesh(geo: CubeGeometry) -> CubeMesh:
         for k, p in enumerate(group):
             x = box[0] + (k + 0.5) * (box[2] - box[0]) / len(group)
             anchors[p[0]] = (round(x, 6), y)
-    pes = tuple(
+    return tuple(
         PePlacement(pe=p, corner=corner, pos_mm=(x, rows[row]),
                     router=(row, min(range(n_cols), key=lambda c: abs(cols[c] - x))),
                     hbm_anchor_mm=anchors[p])
         for p, corner, x, row in placements
     )
-    grid = [(r, c) for r in range(n_rows) for c in range(n_cols)
-            if not (hbm_rows[0] <= r <= hbm_rows[1] and hbm_cols[0] <= c <= hbm_cols[1])]
-    m_cpu = Attachment("m_cpu", geo.m_cpu_pos, _nearest_router(grid, cols, rows, geo.m_cpu_pos))
-    sram = Attachment("sram", geo.sram_pos, _nearest_router(grid, cols, rows, geo.sram_pos))
 
+
+def _ucie_attachments(geo: CubeGeometry, cols, rows, rph: int, hbm_rows) -> tuple:
+    """The UCIe connections of each side: north and south split between the left and
+    right PE columns, east and west on the PE rows."""
+    n_rows, n_cols = len(rows), len(cols)
     n = geo.n_connections
     pe_rows = list(range(rph)) + list(range(hbm_rows[1] + 1, n_rows))
     left_cols = list(range(geo.pe_per_corner))
@@ -207,7 +195,7 @@ def generate_mesh(geo: CubeGeometry) -> CubeMesh:
         group = left_cols if i < half else right_cols
         return group[(i if i < half else i - half) % len(group)]
 
-    ucie = (
+    return (
         ("n", tuple(Attachment(f"c{i}", (cols[ns_cols(i)], 0.0), (0, ns_cols(i))) for i in range(n))),
         ("s", tuple(Attachment(f"c{i}", (cols[ns_cols(i)], geo.h_mm), (n_rows - 1, ns_cols(i)))
                     for i in range(n))),
@@ -215,10 +203,31 @@ def generate_mesh(geo: CubeGeometry) -> CubeMesh:
                     for i in range(n))),
         ("w", tuple(Attachment(f"c{i}", (0.0, rows[pe_rows[i]]), (pe_rows[i], 0)) for i in range(n))),
     )
+
+
+def generate_mesh(geo: CubeGeometry) -> CubeMesh:
+    """Compute the router grid and attachments for one cube (pure function)."""
+    cols = _columns(geo)
+    rows, rph = _rows(geo)
+    n_rows, n_cols = len(rows), len(cols)
+    hbm_rows = (rph, rph + 1)
+    hbm_cols = (n_cols // 2 - 1, n_cols // 2)
+    box = (
+        round(cols[hbm_cols[0] - 1] + 0.5, 6),
+        round(rows[rph - 1] + 0.5, 6),
+        round(cols[hbm_cols[1] + 1] - 0.5, 6),
+        round(rows[rph + 2] - 0.5, 6),
+    )
+    pes = _pe_placements(geo, cols, rows, rph, hbm_rows, box)
+    grid = [(r, c) for r in range(n_rows) for c in range(n_cols)
+            if not (hbm_rows[0] <= r <= hbm_rows[1] and hbm_cols[0] <= c <= hbm_cols[1])]
+    m_cpu = Attachment("m_cpu", geo.m_cpu_pos, _nearest_router(grid, cols, rows, geo.m_cpu_pos))
+    sram = Attachment("sram", geo.sram_pos, _nearest_router(grid, cols, rows, geo.sram_pos))
     return CubeMesh(
         source_hash=source_hash(geo), cube_mm=(geo.w_mm, geo.h_mm), cols_mm=tuple(cols),
         rows_mm=tuple(rows), rows_per_half=rph, hbm_rows=hbm_rows, hbm_cols=hbm_cols,
-        hbm_box_mm=box, pes=pes, m_cpu=m_cpu, sram=sram, ucie=ucie,
+        hbm_box_mm=box, pes=pes, m_cpu=m_cpu, sram=sram,
+        ucie=_ucie_attachments(geo, cols, rows, rph, hbm_rows),
     )
 
 

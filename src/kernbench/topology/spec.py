@@ -4,19 +4,20 @@ Validation happens in three passes before anything is built:
 1. each file of the ``extends`` chain against the schema without ``required``
    (so an unknown key is reported against the file that contains it);
 2. the merged document against the full schema;
-3. semantic checks the schema cannot express (grid sizes, geometry fits).
+3. semantic checks the schema cannot express (grid sizes, geometry fits;
+   ``spec_checks``).
 Each failure is one :class:`ConfigError` line naming file, key path, allowance.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kernbench.errors import ConfigError
 from kernbench.fileio import json_hash
+from kernbench.topology.spec_checks import check_semantics
 from kernbench.units import gb_to_bytes, kb_to_bytes, mb_to_bytes
 from kernbench.validation import load_yaml_file, packaged_schema, validate, without_required
 
@@ -24,14 +25,6 @@ PE_SUBCOMPONENTS = (
     "pe_cpu", "pe_scheduler", "pe_dma", "pe_fetch_store", "pe_gemm",
     "pe_math", "pe_mmu", "pe_tcm", "pe_ipcq",
 )
-
-# Geometry constants of the mesh layout (see docs/adr/0003-cube-mesh-layout.md).
-PE_EDGE_MARGIN_MM = 1.5  # PE centre distance from the cube edge
-HBM_HALF_HEIGHT_MM = 1.5  # HBM router rows sit at cube_h/2 -/+ this
-HBM_GAP_MM = 1.5  # clearance between PE rows and HBM rows
-HBM_MIN_WIDTH_MM = 3.0  # room between west and east PE columns for the HBM block
-MIN_ROW_PITCH_MM = 0.5
-
 
 def _schema() -> dict:
     return packaged_schema("kernbench.topology", "topology.schema.yaml")
@@ -208,69 +201,6 @@ def _load_chain(path: Path, seen: tuple[Path, ...] = (), display: str | None = N
     return merged, (*chain, path)
 
 
-def _check_semantics(d: dict, src: str) -> None:
-    sips = d["system"]["sips"]
-    if sips["count"] != sips["w"] * sips["h"]:
-        raise ConfigError(src, "system.sips.count",
-                          f"{sips['count']} does not equal w x h = {sips['w']} x {sips['h']}")
-    if sips["topology"] == "ring_1d" and sips["h"] != 1:
-        raise ConfigError(src, "system.sips.h", f"ring_1d needs h = 1, got {sips['h']}")
-    cube = d["cube"]
-    layout = cube["pe_layout"]
-    pes = len(layout["corners"]) * layout["pe_per_corner"]
-    mm = cube["memory_map"]
-    if mm["pseudo_channels"] % pes:
-        raise ConfigError(src, "cube.memory_map.pseudo_channels",
-                          f"{mm['pseudo_channels']} cannot be split evenly over {pes} PEs (n_to_one)")
-    il = mm["interleave_bytes"]
-    if il & (il - 1):
-        raise ConfigError(src, "cube.memory_map.interleave_bytes", f"must be a power of two, got {il}")
-    w, h = cube["geometry"]["cube_mm"]["w"], cube["geometry"]["cube_mm"]["h"]
-    span = PE_EDGE_MARGIN_MM + (layout["pe_per_corner"] - 1) * layout["pe_pitch_mm"]
-    need_w = 2 * span + HBM_MIN_WIDTH_MM
-    if w < need_w:
-        raise ConfigError(src, "cube.geometry.cube_mm.w",
-                          f"{w} mm cannot fit {layout['pe_per_corner']} PEs per corner at "
-                          f"{layout['pe_pitch_mm']} mm pitch on both sides of the HBM block "
-                          f"(needs >= {need_w:g} mm)")
-    rows_per_half = math.ceil(max(cube["ucie"]["n_connections"], 2) / 2)
-    room = h / 2 - HBM_HALF_HEIGHT_MM - HBM_GAP_MM - PE_EDGE_MARGIN_MM
-    need_room = (rows_per_half - 1) * MIN_ROW_PITCH_MM
-    if room < need_room:
-        need_h = 2 * (HBM_HALF_HEIGHT_MM + HBM_GAP_MM + PE_EDGE_MARGIN_MM + need_room)
-        raise ConfigError(src, "cube.geometry.cube_mm.h",
-                          f"{h} mm cannot fit {rows_per_half} router row(s) per half around the "
-                          f"HBM block (needs >= {need_h:g} mm)")
-    for block in ("m_cpu", "sram"):
-        x, y = cube["placement"][block]["pos_mm"]
-        if x > w or y > h:
-            raise ConfigError(src, f"cube.placement.{block}.pos_mm",
-                              f"[{x}, {y}] lies outside the {w} x {h} mm cube")
-    tcm = d["pe"]["tcm"]
-    if tcm["scheduler_reserved_kb"] >= tcm["size_kb"]:
-        raise ConfigError(src, "pe.tcm.scheduler_reserved_kb",
-                          f"{tcm['scheduler_reserved_kb']} must be smaller than size_kb = {tcm['size_kb']}")
-    if tcm["scheduler_reserved_kb"] + tcm["kernel_scratch_kb"] > tcm["size_kb"]:
-        raise ConfigError(src, "pe.tcm.kernel_scratch_kb",
-                          f"{tcm['kernel_scratch_kb']} + scheduler_reserved_kb "
-                          f"{tcm['scheduler_reserved_kb']} exceeds size_kb = {tcm['size_kb']}")
-    sch = d["pe"]["scheduler"]
-    elem = 2  # composite operands are staged as f16
-    tile_bytes = (sch["tile_m"] * sch["tile_k"] + sch["tile_k"] * sch["tile_n"]) * elem
-    if tile_bytes * sch["max_inflight_tiles"] > tcm["scheduler_reserved_kb"] * 1024:
-        raise ConfigError(src, "pe.scheduler.max_inflight_tiles",
-                          f"{sch['max_inflight_tiles']} tiles of {tile_bytes} bytes do not fit in "
-                          f"scheduler_reserved_kb = {tcm['scheduler_reserved_kb']}")
-    gemm = d["pe"]["gemm"]
-    if gemm["weight_rows_per_cycle"] > gemm["mac_rows"]:
-        raise ConfigError(src, "pe.gemm.weight_rows_per_cycle",
-                          f"{gemm['weight_rows_per_cycle']} exceeds mac_rows = {gemm['mac_rows']} "
-                          f"(a weight block has only that many rows to load)")
-    ps = d["pe"]["mmu"]["page_size"]
-    if ps & (ps - 1):
-        raise ConfigError(src, "pe.mmu.page_size", f"must be a power of two, got {ps}")
-
-
 def _override(doc: dict, dotted: str, value: Any, src: str) -> dict:
     """``doc`` with the key at ``dotted`` set to ``value`` (its parents must exist)."""
     *parents, last = dotted.split(".")
@@ -306,13 +236,13 @@ def load_spec(path: str | Path, overrides: dict[str, Any] | None = None) -> Topo
     for key, value in sorted((overrides or {}).items()):
         doc = _override(doc, key, value, src)
     validate(doc, _schema(), src)
-    _check_semantics(doc, src)
+    check_semantics(doc, src)
     return _freeze(doc, p, chain)
 
 
-def _freeze(d: dict, path: Path, chain: tuple[Path, ...]) -> TopologySpec:
-    sy, sp, cu, pe = d["system"], d["sip"], d["cube"], d["pe"]
-    geo = CubeGeometry(
+def _geometry(cu: dict) -> CubeGeometry:
+    """What the mesh generator needs of a CUBE (its hash decides if the cached mesh is stale)."""
+    return CubeGeometry(
         w_mm=float(cu["geometry"]["cube_mm"]["w"]),
         h_mm=float(cu["geometry"]["cube_mm"]["h"]),
         corners=tuple(cu["pe_layout"]["corners"]),
@@ -324,7 +254,50 @@ def _freeze(d: dict, path: Path, chain: tuple[Path, ...]) -> TopologySpec:
         sram_pos=tuple(float(v) for v in cu["placement"]["sram"]["pos_mm"]),
         max_spacing_mm=float(cu["noc"]["max_spacing_mm"]),
     )
+
+
+def _hbm(cu: dict) -> HbmSpec:
+    """One CUBE's HBM: memory map and controller."""
     mm = cu["memory_map"]
+    return HbmSpec(
+        total_bytes=gb_to_bytes(mm["hbm_total_gb"]),
+        pseudo_channels=int(mm["pseudo_channels"]),
+        pseudo_channel_bw_gbs=float(mm["pseudo_channel_bw_gbs"]),
+        interleave_bytes=int(mm["interleave_bytes"]),
+        ctrl_overhead_ns=float(cu["hbm_ctrl"]["overhead_ns"]),
+        link_bw_gbs=float(cu["hbm_ctrl"]["link_bw_gbs"]),
+    )
+
+
+def _pe(pe: dict) -> PeSpec:
+    """One PE's units, memories and scheduler."""
+    return PeSpec(
+        clock_ghz=float(pe["clock_ghz"]),
+        overhead_ns={k: float(pe["overhead_ns"][k]) for k in PE_SUBCOMPONENTS},
+        link=_wire(pe["link"]),
+        internal_link=_wire(pe["internal_link"]),
+        tcm_bytes=kb_to_bytes(pe["tcm"]["size_kb"]),
+        tcm_port_bw_gbs=float(pe["tcm"]["port_bw_gbs"]),
+        tcm_reserved_bytes=kb_to_bytes(pe["tcm"]["scheduler_reserved_kb"]),
+        gemm=GemmArraySpec(
+            mac_rows=int(pe["gemm"]["mac_rows"]),
+            mac_cols=int(pe["gemm"]["mac_cols"]),
+            weight_rows_per_cycle=int(pe["gemm"]["weight_rows_per_cycle"]),
+            double_buffered_weights=bool(pe["gemm"]["double_buffered_weights"]),
+            pipelined_folds=bool(pe["gemm"]["pipelined_folds"]),
+        ),
+        vector_width=int(pe["math"]["vector_width"]),
+        page_size=int(pe["mmu"]["page_size"]),
+        kernel_scratch_bytes=kb_to_bytes(pe["tcm"]["kernel_scratch_kb"]),
+        tile_m=int(pe["scheduler"]["tile_m"]),
+        tile_k=int(pe["scheduler"]["tile_k"]),
+        tile_n=int(pe["scheduler"]["tile_n"]),
+        max_inflight_tiles=int(pe["scheduler"]["max_inflight_tiles"]),
+    )
+
+
+def _freeze(d: dict, path: Path, chain: tuple[Path, ...]) -> TopologySpec:
+    sy, sp, cu, pe = d["system"], d["sip"], d["cube"], d["pe"]
     return TopologySpec(
         name=d["name"],
         description=d.get("description", ""),
@@ -346,15 +319,8 @@ def _freeze(d: dict, path: Path, chain: tuple[Path, ...]) -> TopologySpec:
         io_link=_wire(sp["io"]["link"]),
         ucie=_wire(sp["ucie"]),
         ucie_overhead_ns=float(sp["ucie"]["overhead_ns"]),
-        geometry=geo,
-        hbm=HbmSpec(
-            total_bytes=gb_to_bytes(mm["hbm_total_gb"]),
-            pseudo_channels=int(mm["pseudo_channels"]),
-            pseudo_channel_bw_gbs=float(mm["pseudo_channel_bw_gbs"]),
-            interleave_bytes=int(mm["interleave_bytes"]),
-            ctrl_overhead_ns=float(cu["hbm_ctrl"]["overhead_ns"]),
-            link_bw_gbs=float(cu["hbm_ctrl"]["link_bw_gbs"]),
-        ),
+        geometry=_geometry(cu),
+        hbm=_hbm(cu),
         router_overhead_ns=float(cu["noc"]["router_overhead_ns"]),
         noc_link_bw_gbs=float(cu["noc"]["link_bw_gbs"]),
         noc_ns_per_mm=float(cu["noc"]["ns_per_mm"]),
@@ -362,29 +328,7 @@ def _freeze(d: dict, path: Path, chain: tuple[Path, ...]) -> TopologySpec:
         sram_bytes=mb_to_bytes(cu["sram"]["size_mb"]),
         sram_port_bw_gbs=float(cu["sram"]["port_bw_gbs"]),
         sram_overhead_ns=float(cu["sram"]["overhead_ns"]),
-        pe=PeSpec(
-            clock_ghz=float(pe["clock_ghz"]),
-            overhead_ns={k: float(pe["overhead_ns"][k]) for k in PE_SUBCOMPONENTS},
-            link=_wire(pe["link"]),
-            internal_link=_wire(pe["internal_link"]),
-            tcm_bytes=kb_to_bytes(pe["tcm"]["size_kb"]),
-            tcm_port_bw_gbs=float(pe["tcm"]["port_bw_gbs"]),
-            tcm_reserved_bytes=kb_to_bytes(pe["tcm"]["scheduler_reserved_kb"]),
-            gemm=GemmArraySpec(
-                mac_rows=int(pe["gemm"]["mac_rows"]),
-                mac_cols=int(pe["gemm"]["mac_cols"]),
-                weight_rows_per_cycle=int(pe["gemm"]["weight_rows_per_cycle"]),
-                double_buffered_weights=bool(pe["gemm"]["double_buffered_weights"]),
-                pipelined_folds=bool(pe["gemm"]["pipelined_folds"]),
-            ),
-            vector_width=int(pe["math"]["vector_width"]),
-            page_size=int(pe["mmu"]["page_size"]),
-            kernel_scratch_bytes=kb_to_bytes(pe["tcm"]["kernel_scratch_kb"]),
-            tile_m=int(pe["scheduler"]["tile_m"]),
-            tile_k=int(pe["scheduler"]["tile_k"]),
-            tile_n=int(pe["scheduler"]["tile_n"]),
-            max_inflight_tiles=int(pe["scheduler"]["max_inflight_tiles"]),
-        ),
+        pe=_pe(pe),
         sharing=d["fabric"]["sharing"],
         emit_views=tuple(d.get("visualization", {}).get("emit_views", ["system", "sip", "cube"])),
     )

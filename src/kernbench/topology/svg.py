@@ -244,21 +244,9 @@ def _slice_spans(extras: dict[str, Any]) -> list[tuple[dict[str, Any], float, fl
     return out
 
 
-def _render_cube(view: View) -> str:
-    """Floorplan in mm: router grid, central HBM block with its pseudo-channels, attachments."""
-    ex = view.extras
-    nodes = {n.id: n for n in view.nodes}
-    f = _Frame(_bbox(view))
-    width = f.w + 2 * MARGIN
-    svg = _Svg()
-    per_slice = sorted({s["channels"] for s in ex["hbm_slices"]})
-    bw = ex["pseudo_channel_bw_gbs"]
-    sub = (f"per PE slice: {'/'.join(map(str, per_slice))} ch x {bw:g} GB/s"
-           f" | cube total: {ex['pseudo_channels']} x {bw:g} = {ex['total_bw_gbs']:g} GB/s")
-    _title(svg, view.title, sub, width)
-    ox, oy = f.pt(0.0, 0.0)
-    svg.el("rect", x=ox, y=oy, width=view.width * f.s, height=view.height * f.s, rx=8.0,
-           fill="none", stroke="#94a3b8", stroke_width=2.0, stroke_dasharray="10,5")
+def _draw_hbm(svg: _Svg, f: _Frame, ex: dict) -> tuple[tuple, dict[str, Point]]:
+    """The central HBM block and each PE's slice of pseudo-channels; returns the block's
+    pixel box and, per HBM controller, the point its link leaves the block."""
     hx0, hy0, hx1, hy1 = ex["hbm_box_mm"]
     (px0, py0), (px1, py1) = f.pt(hx0, hy0), f.pt(hx1, hy1)
     svg.el("rect", class_="hbm", x=px0, y=py0, width=px1 - px0, height=py1 - py0, rx=8.0,
@@ -280,6 +268,13 @@ def _render_cube(view: View) -> str:
         sip_cube = nm.cube_of(s["router"])
         if sip_cube is not None:
             anchors[nm.hbm_ctrl(*sip_cube, s["pe"])] = s["anchor_mm"]
+    return (px0, py0, px1, py1), anchors
+
+
+def _draw_cube_edges(svg: _Svg, f: _Frame, view: View, anchors: dict[str, Point]):
+    """One line per linked pair (parallel edges drawn once); returns the edge labels to
+    place and the dots that mark where HBM links end."""
+    nodes = {n.id: n for n in view.nodes}
     labels: list[tuple[Point, Point, str]] = []
     dots: list[Point] = []
     drawn: set[frozenset[str]] = set()
@@ -300,6 +295,25 @@ def _render_cube(view: View) -> str:
             dots += [a, (b[0] + (a[0] - b[0]) * r / d, b[1] + (a[1] - b[1]) * r / d)]
         if e.label:
             labels.append((a, b, e.label))
+    return labels, dots
+
+
+def _render_cube(view: View) -> str:
+    """Floorplan in mm: router grid, central HBM block with its pseudo-channels, attachments."""
+    ex = view.extras
+    f = _Frame(_bbox(view))
+    width = f.w + 2 * MARGIN
+    svg = _Svg()
+    per_slice = sorted({s["channels"] for s in ex["hbm_slices"]})
+    bw = ex["pseudo_channel_bw_gbs"]
+    sub = (f"per PE slice: {'/'.join(map(str, per_slice))} ch x {bw:g} GB/s"
+           f" | cube total: {ex['pseudo_channels']} x {bw:g} = {ex['total_bw_gbs']:g} GB/s")
+    _title(svg, view.title, sub, width)
+    ox, oy = f.pt(0.0, 0.0)
+    svg.el("rect", x=ox, y=oy, width=view.width * f.s, height=view.height * f.s, rx=8.0,
+           fill="none", stroke="#94a3b8", stroke_width=2.0, stroke_dasharray="10,5")
+    hbm_box, anchors = _draw_hbm(svg, f, ex)
+    labels, dots = _draw_cube_edges(svg, f, view, anchors)
     for n in view.nodes:
         if n.kind == "router":
             (cx, cy), r = f.pt(*_centre(n)), min(n.w, n.h) / 2 * f.s
@@ -311,8 +325,7 @@ def _render_cube(view: View) -> str:
             _box(svg, f, n, bold=n.kind in ("pe", "m_cpu", "sram"), size=15.0)
     for p in dots:
         svg.el("circle", cx=p[0], cy=p[1], r=4.0, fill=EDGE_STYLE["hbm_to_router"][0])
-    _draw_labels(svg, labels, [_rect_of(f, n) for n in view.nodes] + [(px0, py0, px1, py1)],
-                 "#047857")
+    _draw_labels(svg, labels, [_rect_of(f, n) for n in view.nodes] + [hbm_box], "#047857")
     items = [("circle", NODE_STYLE["router"][1], "NoC router"), ("rect", "#9333ea", "PE"),
              ("rect", "#d97706", "M_CPU"), ("rect", "#c2410c", "SRAM"),
              ("rect", "#334155", "UCIe PHY"), ("rect", SLICE_COLOURS[0], "HBM pseudo-channel"),

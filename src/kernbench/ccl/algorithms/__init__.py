@@ -1,3 +1,2 @@
-"""The built-in collective algorithms (each registers itself on import)."""
-
-from kernbench.ccl.algorithms import lrab_hierarchical, ring, torus2d  # noqa: F401
+"""The built-in collective algorithms, one module each; ``config/ccl.yaml`` names the
+module of every configured algorithm, and importing it registers the class."""

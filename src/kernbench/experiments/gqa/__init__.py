@@ -55,8 +55,7 @@ def _rows(q_rows: int, context: int, P: int) -> int:
 
 
 def expand(block: dict, spec: TopologySpec, source: str):
-    from kernbench.workloads.attention import decode_run, prefill_run, short_run
-    from kernbench.workloads.attention.common import Shape
+    from kernbench.workloads.attention import decode_run, prefill_run
 
     shape = _shape(block)
     dec, pre = block["decode"], block.get("prefill", {})
@@ -95,6 +94,18 @@ def expand(block: dict, spec: TopologySpec, source: str):
     for ctx in pre.get("contexts", []):
         workloads.append((f"prefill-{ctx}", dict(pcommon, context=ctx, users=1,
                                                  q_rows=_rows(prow, ctx, pP))))
+    workloads += _ring_workloads(ring, spec, source, shape, pcommon, pC)
+    workloads += _short_workloads(short, spec, source, shape)
+    return _shared_headlines(workloads), [("base", {"heads": [shape.heads, shape.G, shape.d]})]
+
+
+def _ring_workloads(ring: dict, spec: TopologySpec, source: str, shape, pcommon: dict,
+                    pC: int) -> list:
+    """The ring sweep: non-causal prefill, one full KV tile per CUBE, per Q-row count."""
+    from kernbench.workloads.attention import prefill_run
+    from kernbench.workloads.attention.common import Shape
+
+    workloads = []
     rtile = int(ring.get("tile", 256))
     rheads = int(ring.get("kv_heads", shape.heads))
     rshape = Shape(rheads, shape.G, shape.d)
@@ -106,6 +117,14 @@ def expand(block: dict, spec: TopologySpec, source: str):
         workloads.append((f"ring-q{rows}", dict(pcommon, q_rows=rows, P=int(ring.get("P", 1)),
                                                tile=rtile, context=pC * rtile, users=1,
                                                kv_heads=rheads, causal=False, sweep="ring")))
+    return workloads
+
+
+def _short_workloads(short: dict, spec: TopologySpec, source: str, shape) -> list:
+    """The short-context sweep: phase x mapping x tier x context, each checked first."""
+    from kernbench.workloads.attention import short_run
+
+    workloads = []
     for phase in short.get("phases", ["decode"]):
         contexts = short.get("contexts", [])
         if phase == "prefill":
@@ -119,7 +138,7 @@ def expand(block: dict, spec: TopologySpec, source: str):
                     workloads.append((f"short-{phase}-{mapping}-t{tier}-{ctx}", {
                         "kind": "short", "phase": phase, "mapping": mapping, "tier": tier,
                         "context": ctx, "users": 1, "tile": int(short.get("tile", 128))}))
-    return _shared_headlines(workloads), [("base", {"heads": [shape.heads, shape.G, shape.d]})]
+    return workloads
 
 
 def _shared_headlines(workloads: list) -> list:

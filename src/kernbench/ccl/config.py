@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kernbench.ccl import registry
-from kernbench.components.builtin.pe_ipcq import IpcqConfig
 from kernbench.errors import ConfigError
+from kernbench.geometry.ipcq import IpcqConfig
 from kernbench.validation import safe_load
 
 DEFAULT_PATH = Path(__file__).resolve().parents[3] / "config" / "ccl.yaml"

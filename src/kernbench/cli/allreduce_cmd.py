@@ -29,7 +29,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from kernbench.cli.common import resolve_topology
     from kernbench.errors import UsageError
-    from kernbench.runtime_api.allreduce_run import (
+    from kernbench.experiments.allreduce.run import (
         NCCL_HEADER,
         dump_arrays,
         reference,

@@ -58,7 +58,7 @@ def expand(block: dict, spec: TopologySpec, source: str):
     for i, name in enumerate(block["algorithms"]):
         if name not in doc["algorithms"]:
             raise ConfigError(source, f"experiments.{NAME}.algorithms[{i}]",
-                              f"unknown algorithm {name!r} (config/ccl.yaml has: "
+                              f"unknown algorithm {name!r} (kernbench/ccl/ccl.yaml has: "
                               f"{', '.join(sorted(doc['algorithms']))})")
     sizes = sweep_sizes(block["sizes"], source)
     dtype = block.get("dtype", "f16")

@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from engine_speed import bare_simpy  # noqa: E402 - the same baseline loop as the engine benchmark
 
-from kernbench.runtime_api.allreduce_run import AllReduceSession  # noqa: E402
+from kernbench.experiments.allreduce.run import AllReduceSession  # noqa: E402
 from kernbench.topology import load_topology  # noqa: E402
 
 SIZE = 96 * 1024

@@ -23,9 +23,9 @@ from pathlib import Path
 
 from engine_speed import bare_simpy
 
+from kernbench.experiments.gqa.decode_run import run_decode
+from kernbench.experiments.gqa.prefill_run import run_prefill
 from kernbench.topology import load_topology
-from kernbench.workloads.attention.decode_run import run_decode
-from kernbench.workloads.attention.prefill_run import run_prefill
 
 ROOT = Path(__file__).resolve().parents[1]
 

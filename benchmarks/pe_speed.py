@@ -31,12 +31,12 @@ from pathlib import Path
 from engine_speed import bare_simpy
 
 from kernbench.components.tiling import tile_count
+from kernbench.experiments.gqa.decode_run import run_decode
+from kernbench.experiments.gqa.prefill_run import run_prefill
 from kernbench.kernels.gemm import VARIANTS
 from kernbench.runtime_api import RuntimeContext
 from kernbench.sim_engine import GraphEngine
 from kernbench.topology import load_topology
-from kernbench.workloads.attention.decode_run import run_decode
-from kernbench.workloads.attention.prefill_run import run_prefill
 
 ROOT = Path(__file__).resolve().parents[1]
 TOPOLOGIES = ROOT / "config" / "topologies"

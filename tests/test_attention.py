@@ -15,25 +15,21 @@ import pytest
 
 from kernbench.cli.main import main
 from kernbench.errors import UsageError
-from kernbench.kernels.attention.helpers import (
-    block_len,
+from kernbench.experiments.gqa.common import Shape
+from kernbench.experiments.gqa.decode_run import run_decode
+from kernbench.experiments.gqa.prefill_layout import chunk_width, q_blocks_of, working_set
+from kernbench.experiments.gqa.prefill_run import run_prefill
+from kernbench.geometry.groups import (
     centre_depth,
     centre_role,
     place_groups,
-    reference_attention,
+    reduce_tables,
+    root_of,
     tree_role,
     tree_rounds,
-    valid_len,
 )
+from kernbench.kernels.attention.helpers import block_len, reference_attention, valid_len
 from kernbench.topology import load_topology
-from kernbench.workloads.attention.common import Shape
-from kernbench.workloads.attention.decode_run import ipcq_tables, root_of, run_decode
-from kernbench.workloads.attention.prefill_run import (
-    chunk_width,
-    q_blocks_of,
-    run_prefill,
-    working_set,
-)
 
 from .conftest import TOPOLOGIES
 
@@ -128,7 +124,7 @@ def test_decode_reduce_is_a_static_tree_landing_on_one_rank(default_graph, C, P)
     shape = Shape(heads=2, G=8, d=128)
     r = run_decode(default_graph, 4 * C * P, C=C, P=P, tile=64, shape=shape, keep_records=True)
     groups = place_groups(default_graph.spec, 2, C, P)
-    tables = ipcq_tables(groups)
+    tables = reduce_tables(groups)
     recv = {}
     for rec in r.engine.op_log.records:
         if rec.op_name == "ipcq_copy":
@@ -278,7 +274,7 @@ def test_fewer_heads_than_sips_take_one_group_on_each_first_sip(llama_graph):
 
 
 def test_exposed_wait_counts_only_uncovered_wait_time():
-    from kernbench.workloads.attention.prefill_run import exposed_wait
+    from kernbench.experiments.gqa.prefill_run import exposed_wait
 
     rng = np.random.default_rng(3)
     edges = np.sort(rng.uniform(0, 1000, 40))
@@ -298,7 +294,7 @@ def test_the_decode_array_bound_counts_both_products_of_every_tile(default_graph
     (a block loads in 32 cycles, double-buffered): Q.K^T has 4 x 8 blocks of
     max(8, 32) cycles, P.V 8 x 4; holding the 8 rows instead costs the same (4 x 1
     blocks of 256 columns), so 2 x 1024 cycles per tile. Ideal array: 8 cycles a block."""
-    from kernbench.workloads.attention.decode_run import array_bound_ns
+    from kernbench.experiments.gqa.bounds import array_bound_ns
 
     assert array_bound_ns(default_graph.spec, 1024, 1, 1, 256, 8, 128, "auto") == 4 * 2 * 1024
     assert array_bound_ns(ideal_graph.spec, 1024, 1, 1, 256, 8, 128, "auto") == 4 * 2 * 256
@@ -310,7 +306,7 @@ def test_the_ring_overlap_point_follows_the_array(default_graph, ideal_graph):
     """A 256-token tile of d = 128 hops in 4 x 128 x 256 B / 128 GB/s = 1024 ns. On the
     ideal array a step of r rows takes 2 x 32 r cycles, so r = 16 = F / B; on the
     default array every block takes at least its 32-cycle load, 2048 cycles at any r."""
-    from kernbench.workloads.attention.prefill_run import (
+    from kernbench.experiments.gqa.bounds import (
         hop_ns,
         overlap_rows,
         overlap_rows_peak,

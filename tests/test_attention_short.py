@@ -13,23 +13,20 @@ import dataclasses
 import numpy as np
 import pytest
 
-from kernbench.components.builtin.pe_ipcq import OPPOSITE
 from kernbench.errors import UsageError
-from kernbench.kernels.attention.helpers import reference_attention
-from kernbench.workloads.attention import short_run
-from kernbench.workloads.attention.common import LLAMA3_70B, Shape
-from kernbench.workloads.attention.short_run import (
-    MAPPINGS,
+from kernbench.experiments.gqa import short_run
+from kernbench.experiments.gqa.common import LLAMA3_70B, Shape
+from kernbench.experiments.gqa.short_layout import MAPPINGS, cubes_of, q_tile_plan
+from kernbench.experiments.gqa.short_run import (
     TIERS,
-    cubes_of,
-    ipcq_tables,
     metrics,
-    q_tile_plan,
     run_short,
     scratch_need,
-    tree_depth,
     validate_config,
 )
+from kernbench.geometry.groups import row_tree_depth, row_tree_tables
+from kernbench.geometry.ipcq import OPPOSITE
+from kernbench.kernels.attention.helpers import reference_attention
 
 # the fewest KV heads each mapping accepts (A1 spreads over both SIPs of `default`)
 SHAPES = {"A1": Shape(2, 8, 32), "A2": Shape(2, 8, 32), "A4": Shape(4, 8, 32),
@@ -121,13 +118,13 @@ def test_ipcq_trees_stay_inside_one_group(default_graph, mapping):
     kv = MAPPINGS[mapping]
     n = 8 // kv
     cubes = cubes_of(default_graph.spec, 8 // kv)
-    tables = ipcq_tables(cubes, kv, n)
+    tables = row_tree_tables(cubes, kv, n)
     for pe, table in tables.items():
         for direction, peer in table.items():
             assert tables[peer][OPPOSITE[direction]] == pe  # mirrored
             assert peer[:2] == pe[:2] and peer[2] // n == pe[2] // n  # same CUBE and group
     assert len(tables) == (len(cubes) * 8 if n > 1 else 0)
-    assert tree_depth(n) == {"A1": 4, "A2": 3, "A4": 1, "B": 0}[mapping]
+    assert row_tree_depth(n) == {"A1": 4, "A2": 3, "A4": 1, "B": 0}[mapping]
 
 
 def test_q_tiles_are_floor_balanced_and_cover_every_position():

@@ -23,7 +23,8 @@ def job(slice_: str = SLICE, experiment: str = "transfer", out: str = "r.json",
 def capacity(*change: str) -> list[str]:
     """``kernbench capacity`` with good values but ``change`` (flag, value), run where no
     results table exists."""
-    args = {"--model": "llama3-8b", "--topology": "default", "--context": "4096",
+    args = {"--model": "llama3-8b", "--topology": str(ROOT / "config/topologies/default.yaml"),
+            "--context": "4096",
             "--users": "8", "--tpot-ms": "50"}
     args.update(dict(zip(change[::2], change[1::2], strict=True)))
     return ["capacity", *(x for kv in args.items() for x in kv)]

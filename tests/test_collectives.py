@@ -14,10 +14,10 @@ from kernbench.ccl.group import Group, grid_cycle
 from kernbench.ccl.model import Costs
 from kernbench.cli.main import main
 from kernbench.errors import ConfigError, KernelStateError, UsageError
+from kernbench.experiments.allreduce.run import reference, run_allreduce
 from kernbench.policy.address.phys_addr import PhysAddr
 from kernbench.policy.placement import DPPolicy
 from kernbench.runtime_api import RuntimeContext
-from kernbench.runtime_api.allreduce_run import reference, run_allreduce
 from kernbench.sim_engine import GraphEngine
 from kernbench.topology import load_topology
 

@@ -1,4 +1,4 @@
-"""A new collective algorithm is one file plus one entry in ``config/ccl.yaml``: nothing
+"""A new collective algorithm is one file plus one entry in ``kernbench/ccl/ccl.yaml``: nothing
 else (post-processing included) names it, and results of an algorithm the config does
 not have are an error, not silently dropped."""
 
@@ -53,7 +53,7 @@ def throwaway(tmp_path, monkeypatch):
     """The algorithm's file in a folder on the path and a config that adds one entry."""
     (tmp_path / "throwaway_ring.py").write_text(ALGORITHM_FILE)
     config = tmp_path / "ccl.yaml"
-    config.write_text((ROOT / "config/ccl.yaml").read_text()
+    config.write_text((ROOT / "src/kernbench/ccl/ccl.yaml").read_text()
                       + "  throwaway_ring:\n    module: throwaway_ring\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setattr(ccl_config, "DEFAULT_PATH", config)

@@ -89,9 +89,9 @@ def test_busy_engines_take_the_tile_by_tile_path(small_graph):
 
 
 def _attention(graph, mode: str, planned: bool):
-    from kernbench.workloads.attention.common import Shape
-    from kernbench.workloads.attention.decode_run import run_decode
-    from kernbench.workloads.attention.prefill_run import run_prefill
+    from kernbench.experiments.gqa.common import Shape
+    from kernbench.experiments.gqa.decode_run import run_decode
+    from kernbench.experiments.gqa.prefill_run import run_prefill
 
     if mode == "prefill":  # QK with a mask epilogue, P.V with the softmax_merge prologue
         r = run_prefill(graph, 300, C=2, P=2, q_rows=32, tile=64, shape=Shape(2, 2, 32),

@@ -21,12 +21,26 @@ from kernbench.capacity.models import Model
 from kernbench.errors import UsageError
 from kernbench.topology import load_topology
 
-ROOT = Path(__file__).resolve().parents[3]
-TABLE = Path("results/tables/gqa.csv")
+# Project data, not package data: the topology files a sweep names and the tables it
+# writes live in the working directory (a checkout), where every kernbench command
+# looks for them (docs/adr/0037-study-packages-and-shared-geometry.md).
+TOPOLOGY_DIR = Path("config") / "topologies"
+TABLE = Path("results/tables/gqa.csv")  # the attention study's table, as the workflow writes it
 AXES = {"A": ("weights", ("N", "W", "pes")),
         "B": ("KV capacity", ("kv_bpt", "free", "users_kv")),
         "C": ("latency", ("bw", "t_w", "t_kv", "batch_tpot", "batch", "t_step", "replicas",
                           "systems"))}
+
+
+def topology_path(name: str) -> Path:
+    """The file of ``--topology`` (a name in the sweep's topology folder, or a path)."""
+    path = Path(name)
+    if not path.suffix:
+        path = TOPOLOGY_DIR / f"{name}.yaml"
+    if not path.is_file():
+        raise UsageError(f"--topology {name!r}: no such topology "
+                         f"({TOPOLOGY_DIR}/<name>.yaml or a file path)")
+    return path
 
 
 @dataclass(frozen=True)
@@ -38,13 +52,7 @@ class Chip:
 
     @classmethod
     def from_topology(cls, name: str) -> Chip:
-        path = Path(name)
-        if not path.suffix:
-            path = ROOT / "config" / "topologies" / f"{name}.yaml"
-        if not path.is_file():
-            raise UsageError(f"--topology {name!r}: no such topology "
-                             f"(config/topologies/<name>.yaml or a file path)")
-        spec = load_topology(path).spec
+        spec = load_topology(topology_path(name)).spec
         pes = spec.sips.count * spec.cubes_per_sip * spec.pes_per_cube
         return cls(spec.name, pes, spec.hbm_slice_bytes, spec.slice_bw_gbs * 1e9)
 

@@ -5,5 +5,5 @@ Layering: this package sits between the host API (``runtime_api``, whose
 kernel side (``triton_emu``). Algorithms are programs of sends and receives
 that one tl-only kernel executes (``ccl.program``); each algorithm is one file
 under ``ccl/algorithms/`` registered next to its class, plus an entry in
-``config/ccl.yaml`` (docs/adr/0025-collectives.md).
+``ccl.yaml`` (package data) (docs/adr/0025-collectives.md).
 """

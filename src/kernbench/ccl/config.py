@@ -1,4 +1,5 @@
-"""``config/ccl.yaml``: the configured algorithms and the IPCQ queue sizes.
+"""``ccl.yaml`` (package data of ``kernbench.ccl``): the configured algorithms and the
+IPCQ queue sizes.
 
 Each algorithm entry names the module that registers it; an entry may override
 ``pes``, ``ipcq`` and ``world_size`` of ``defaults``. Every error names the
@@ -9,14 +10,15 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 
 from kernbench.ccl import registry
-from kernbench.components.builtin.pe_ipcq import IpcqConfig
 from kernbench.errors import ConfigError
+from kernbench.geometry.ipcq import IpcqConfig
 from kernbench.validation import safe_load
 
-DEFAULT_PATH = Path(__file__).resolve().parents[3] / "config" / "ccl.yaml"
+DEFAULT_PATH = Path(str(resources.files("kernbench.ccl").joinpath("ccl.yaml")))
 
 
 @dataclass(frozen=True)

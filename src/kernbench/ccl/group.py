@@ -3,14 +3,17 @@
 Three levels: the PEs of a CUBE that take part (default: PE 0 only), the CUBE
 mesh of a SIP (``cube_w`` x ``cube_h``, CUBE id = y * w + x, row 0 next to the
 IO chiplet) and the SIP grid (``sip_w`` x ``sip_h`` of kind ring_1d, torus_2d
-or mesh_2d_no_wrap). Every rank is a (sip, cube, pe) coordinate.
+or mesh_2d_no_wrap). Every rank is a (sip, cube, pe) coordinate. Lines and grid
+tours (``centre``, ``grid_cycle``) are the shared ones of ``kernbench.geometry``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-Coord = tuple[int, int, int]
+from kernbench.geometry.groups import centre, grid_cycle
+from kernbench.geometry.ipcq import Coord
+
 SIP_KINDS = ("ring_1d", "torus_2d", "mesh_2d_no_wrap")
 
 
@@ -58,33 +61,6 @@ class Group:
 
     def centre_cube(self) -> int:
         return self.cube_at(centre(self.cube_w), centre(self.cube_h))
-
-
-def centre(n: int) -> int:
-    """The index a line of ``n`` nodes reduces toward (the left of two middles)."""
-    return (n - 1) // 2
-
-
-def grid_cycle(w: int, h: int) -> list[tuple[int, int]]:
-    """A closed tour of a w x h grid that starts at (0, 0) and ends in row 0.
-
-    Down column 0, then back and forth over columns 1.. from the bottom row up,
-    then along row 0: every step is between grid neighbours, and the tour both
-    starts and ends next to the IO chiplet (row 0), where inter-SIP traffic
-    enters and leaves. Closing the tour is a neighbour step too whenever the
-    last node is (1, 0).
-    """
-    if w == 1 or h == 1:
-        return [(x, y) for y in range(h) for x in range(w)]
-    out = [(0, y) for y in range(h)]
-    right = True
-    for y in range(h - 1, 0, -1):
-        xs = range(1, w) if right else range(w - 1, 0, -1)
-        out.extend((x, y) for x in xs)
-        right = not right
-    xs = range(w - 1, 0, -1) if not right else range(1, w)
-    out.extend((x, 0) for x in xs)
-    return out
 
 
 def sip_order(g: Group) -> list[int]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections import defaultdict, deque
 
-from kernbench.components.builtin.pe_ipcq import OPPOSITE
+from kernbench.geometry.ipcq import OPPOSITE
 from kernbench.isa.commands import DmaReadCmd, DmaWriteCmd, IpcqRecvCmd, IpcqSendCmd, MathCmd
 from kernbench.isa.dtypes import dtype_bytes
 from kernbench.isa.handles import TensorHandle

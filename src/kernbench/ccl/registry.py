@@ -1,6 +1,6 @@
 """The algorithm registry: ``@register`` next to each algorithm class.
 
-Algorithms are loaded one way only: ``config/ccl.yaml`` names each one's module,
+Algorithms are loaded one way only: ``kernbench/ccl/ccl.yaml`` names each one's module,
 and ``ccl.config.algorithm_class`` imports it, which registers the class here.
 """
 

@@ -11,7 +11,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("allreduce", help="run one all-reduce on every CUBE of every SIP")
     p.add_argument("--topology", default="default", help="topology file or name")
     p.add_argument("--algorithm", required=True,
-                   help="collective algorithm (one of config/ccl.yaml's algorithms)")
+                   help="collective algorithm (one of kernbench/ccl/ccl.yaml's algorithms)")
     p.add_argument("--bytes-per-pe", type=int, required=True, dest="bytes_per_pe",
                    help="bytes of every rank's buffer")
     p.add_argument("--dtype", default="f16", help="f16 | f32 | bf16 | i32 (default f16)")
@@ -28,7 +28,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from kernbench.cli.common import resolve_topology
-    from kernbench.runtime_api.allreduce_run import run_allreduce
+    from kernbench.experiments.allreduce.run import run_allreduce
     from kernbench.topology import load_topology
 
     _check_arguments(args)
@@ -61,7 +61,7 @@ def _data_check(r) -> dict:
     """The largest difference between any rank's result and numpy's reduction."""
     import numpy as np
 
-    from kernbench.runtime_api.allreduce_run import reference
+    from kernbench.experiments.allreduce.run import reference
 
     ref = reference(r.inputs, r.op)
     worst = max(float(np.max(np.abs(o.astype(np.float64) - ref))) for o in r.outputs.values())
@@ -73,7 +73,7 @@ def _write_files(args: argparse.Namespace, r) -> None:
     if args.dump:
         import numpy as np
 
-        from kernbench.runtime_api.allreduce_run import dump_arrays
+        from kernbench.experiments.allreduce.run import dump_arrays
 
         arrays = {k: (v.astype(np.float32) if r.dtype == "bf16" else v)
                   for k, v in dump_arrays(r).items()}
@@ -103,7 +103,7 @@ def _document(r, check: dict | None) -> dict:
 
 def _write_report(out, args: argparse.Namespace, r, doc: dict) -> None:
     """The nccl-tests style text report."""
-    from kernbench.runtime_api.allreduce_run import NCCL_HEADER
+    from kernbench.experiments.allreduce.run import NCCL_HEADER
 
     out.write(f"# all_reduce {r.algorithm} on {r.topology}: {r.ranks} ranks, buffers in "
               f"{r.buffer}\n")

@@ -44,18 +44,18 @@ def _run(args, graph, progress):
     common = dict(users=args.users, data=args.data, seed=args.seed,
                   keep_records=bool(args.trace), progress=progress)
     if args.mode == "decode":
-        from kernbench.workloads.attention.decode_run import run_decode
+        from kernbench.experiments.gqa.decode_run import run_decode
 
         return run_decode(graph, args.context, C=args.C or 2, P=args.P, variant=args.variant,
                           tile=args.tile or 1024, stationary=args.stationary, **common)
     if args.mode == "prefill":
-        from kernbench.workloads.attention.prefill_run import run_prefill
+        from kernbench.experiments.gqa.prefill_run import run_prefill
 
         return run_prefill(graph, args.context, C=args.C or 8, P=args.P,
                            q_rows=args.q_rows or 128, tile=args.tile or 256,
                            stationary=args.stationary, **common)
     if args.mode == "short":
-        from kernbench.workloads.attention.short_run import run_short
+        from kernbench.experiments.gqa.short_run import run_short
 
         return run_short(graph, args.phase, args.context, mapping=args.mapping, tier=args.tier,
                          tile=args.tile or 128, q_rows=args.q_rows or 16, **common)
@@ -64,9 +64,9 @@ def _run(args, graph, progress):
 
 def run(args: argparse.Namespace) -> int:
     from kernbench.cli.common import check_output_path, resolve_topology
+    from kernbench.cli.progress import Progress
     from kernbench.errors import UsageError
     from kernbench.topology import load_topology
-    from kernbench.workloads.attention.progress import Progress
 
     if args.dump and not args.data:
         raise UsageError("--dump needs --data (timing mode computes no values)")

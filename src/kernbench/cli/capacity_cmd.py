@@ -30,19 +30,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def check_args(args) -> None:
     """Every argument, in the order they are declared, before any file is read."""
     from kernbench.capacity.models import PRESETS
-    from kernbench.capacity.planner import ROOT
+    from kernbench.capacity.planner import topology_path
 
     model = Path(args.model)
     if args.model not in PRESETS and (model.suffix not in (".yaml", ".yml")
                                       or not model.is_file()):
         raise UsageError(f"--model {args.model!r}: not a preset ({', '.join(PRESETS)}) "
                          f"nor a model YAML file")
-    topology = Path(args.topology)
-    if not topology.suffix:
-        topology = ROOT / "config" / "topologies" / f"{args.topology}.yaml"
-    if not topology.is_file():
-        raise UsageError(f"--topology {args.topology!r}: no such topology "
-                         f"(config/topologies/<name>.yaml or a file path)")
+    topology_path(args.topology)
     for flag, value, allowed in (("--context", args.context, "an integer number of tokens"),
                                  ("--users", args.users, "an integer number of users"),
                                  ("--tpot-ms", args.tpot_ms, "a finite number of ms")):

@@ -121,7 +121,8 @@ class RuntimeContext:
         """Install PE_IPCQ neighbour tables ``{(sip, cube, pe): {direction: peer}}`` for
         hand-written kernels (``init_process_group`` installs its algorithm's own);
         returns the number of queues."""
-        from kernbench.components.builtin.pe_ipcq import IpcqConfig, install_queues
+        from kernbench.components.builtin.pe_ipcq import install_queues
+        from kernbench.geometry.ipcq import IpcqConfig
 
         cfg = IpcqConfig(slots, slot_bytes, tier)
         return install_queues(self.engine, tables, cfg,

@@ -1,7 +1,7 @@
 """The ``torch.distributed``-style AHBM backend (docs/host-api.md, docs/adr/0025-collectives.md).
 
 ``torch.distributed.init_process_group(backend="ahbm")`` reads
-``config/ccl.yaml``, builds the configured algorithm for the whole system
+``kernbench/ccl/ccl.yaml``, builds the configured algorithm for the whole system
 (every SIP's CUBEs), installs its PE_IPCQ neighbour tables once, and fixes
 ``world_size`` (the algorithm entry's, else ``defaults``', else the SIP
 count: rank = SIP). ``all_reduce(tensor)`` from every rank launches the

@@ -14,6 +14,7 @@ program, so a new algorithm needs no model code of its own.
 from __future__ import annotations
 
 from kernbench.ccl.group import Coord, Group, chunks
+from kernbench.geometry.ipcq import link
 
 Tables = dict[Coord, dict[str, Coord]]
 Programs = dict[Coord, list]
@@ -31,14 +32,6 @@ class Algorithm:
 
     def program(self, n: int) -> Programs:  # pragma: no cover - every algorithm overrides
         raise NotImplementedError
-
-
-def link(tables: Tables, a: Coord, direction: str, b: Coord) -> None:
-    """``a`` sends ``direction`` to ``b`` (and ``b`` receives it from the mirror side)."""
-    from kernbench.components.builtin.pe_ipcq import OPPOSITE
-
-    tables.setdefault(a, {})[direction] = b
-    tables.setdefault(b, {})[OPPOSITE[direction]] = a
 
 
 def ring_links(tables: Tables, order: list[Coord], nxt: str) -> None:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -32,6 +31,7 @@ from kernbench.components.builtin.dispatch import executes
 from kernbench.components.builtin.pe_ops import ready_at
 from kernbench.components.flows import FlowSpec, LegSpec
 from kernbench.errors import ConfigError, KernelMisuse
+from kernbench.geometry.ipcq import DIRECTIONS, OPPOSITE, IpcqConfig
 from kernbench.isa.commands import IpcqRecvCmd, IpcqSendCmd
 from kernbench.isa.dtypes import np_dtype
 from kernbench.isa.handles import Completion
@@ -39,35 +39,6 @@ from kernbench.policy.address.phys_addr import PhysAddr
 from kernbench.topology import naming as nm
 
 Coord = tuple[int, int, int]
-
-# Every direction and the one a message sent that way arrives from.
-_PAIRS = (("N", "S"), ("E", "W"), ("cube_N", "cube_S"), ("cube_E", "cube_W"),
-          ("global_N", "global_S"), ("global_E", "global_W"), ("ring_next", "ring_prev"),
-          ("row_next", "row_prev"), ("col_next", "col_prev"))
-OPPOSITE: dict[str, str] = {a: b for a, b in _PAIRS} | {b: a for a, b in _PAIRS}
-DIRECTIONS: tuple[str, ...] = tuple(d for pair in _PAIRS for d in pair)
-TIERS = ("tcm", "sram")
-
-
-@dataclass(frozen=True)
-class IpcqConfig:
-    """How many receive slots each queue has, how big they are and where they live."""
-
-    slots: int = 4
-    slot_bytes: int = 4096
-    tier: str = "tcm"
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.slots, int) or self.slots < 1:
-            raise ConfigError("IPCQ config", "ipcq.slots",
-                              f"must be a positive integer, got {self.slots!r}")
-        if not isinstance(self.slot_bytes, int) or self.slot_bytes < 1 or self.slot_bytes % 64:
-            raise ConfigError("IPCQ config", "ipcq.slot_bytes",
-                              f"must be a positive multiple of 64, got {self.slot_bytes!r}")
-        if self.tier not in TIERS:
-            raise ConfigError("IPCQ config", "ipcq.tier",
-                              f"must be one of {', '.join(TIERS)}, got {self.tier!r}")
-
 
 class _Message:
     __slots__ = ("arrival", "slot", "shape", "dtype", "nbytes")

@@ -8,7 +8,9 @@ reference on the ring's traffic pattern. The variant fixes the reduction op.
 Each collective point reports latency, algbw and busbw (nccl-tests), the
 alpha-beta prediction for the same algorithm and topology (``ccl.model``, all
 terms from the topology file) with its relative error, op counts and the time
-of every phase. Tables, figures and values live in ``post.py``.
+of every phase. The study is this package: its host driver (``run``), the
+PE-to-PE table (``pe2pe``), the reference traffic (``traffic``), tables, figures
+and values (``post``), the schema and the paper text.
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ def expand(block: dict, spec: TopologySpec, source: str):
     for i, name in enumerate(block["algorithms"]):
         if name not in doc["algorithms"]:
             raise ConfigError(source, f"experiments.{NAME}.algorithms[{i}]",
-                              f"unknown algorithm {name!r} (config/ccl.yaml has: "
+                              f"unknown algorithm {name!r} (kernbench/ccl/ccl.yaml has: "
                               f"{', '.join(sorted(doc['algorithms']))})")
     sizes = sweep_sizes(block["sizes"], source)
     dtype = block.get("dtype", "f16")
@@ -126,7 +128,7 @@ def run(graph: TopologyGraph, workload: dict, variant: dict) -> dict:
 
 def _collective(graph, workload: dict, variant: dict, labels: dict) -> dict:
     from kernbench.ccl.model import Costs
-    from kernbench.runtime_api.allreduce_run import AllReduceSession
+    from kernbench.experiments.allreduce.run import AllReduceSession
 
     session = AllReduceSession(graph, workload["algorithm"], dtype=workload["dtype"],
                                buffer=workload["buffer"], op=variant["op"])

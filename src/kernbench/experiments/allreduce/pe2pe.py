@@ -13,11 +13,10 @@ each size, three unloaded measurements on an idle system:
 
 from __future__ import annotations
 
+from kernbench.geometry.ipcq import OPPOSITE, link
 from kernbench.policy.placement import DPPolicy
 from kernbench.runtime_api import RuntimeContext
 from kernbench.sim_engine.engine import GraphEngine
-
-OPPOSITE = {"E": "W", "S": "N", "cube_E": "cube_W", "cube_S": "cube_N", "global_E": "global_W"}
 
 
 def pairs(spec) -> list[tuple[str, tuple, tuple, str]]:
@@ -53,8 +52,9 @@ def measure(graph, sizes: list[int]) -> list[dict]:
     for name, src, dst, direction in pairs(spec):
         engine = GraphEngine(graph, keep_records=True)
         ctx = RuntimeContext(engine)
-        ctx.install_ipcq({src: {direction: dst}, dst: {OPPOSITE[direction]: src}},
-                         slots=1, slot_bytes=slot)
+        tables: dict = {}
+        link(tables, src, direction, dst)
+        ctx.install_ipcq(tables, slots=1, slot_bytes=slot)
         system = ctx.system
         # the DMA target: the receiver's TCM, mapped at a fresh VA on the sender
         pa = system.allocator(*dst).alloc_tcm(target, align=page)

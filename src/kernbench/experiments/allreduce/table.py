@@ -1,6 +1,6 @@
 """The ``allreduce`` table: collective, PE-to-PE and reference rows in one frame.
 
-The algorithms are those of ``config/ccl.yaml``, in its order, each with the
+The algorithms are those of ``kernbench/ccl/ccl.yaml``, in its order, each with the
 phases its own class declares; a table row of an algorithm the config does not
 have is an error, never skipped.
 """
@@ -27,7 +27,7 @@ def _phases_in(path: str) -> MappingProxyType:
 
 
 def algorithm_phases() -> MappingProxyType:
-    """name -> phases of every configured algorithm, in ``config/ccl.yaml`` order."""
+    """name -> phases of every configured algorithm, in ``kernbench/ccl/ccl.yaml`` order."""
     return _phases_in(str(ccl_config.DEFAULT_PATH))
 
 

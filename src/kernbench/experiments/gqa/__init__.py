@@ -8,7 +8,12 @@ ring prefill sweep (``prefill-<context>``), the ring block-size sweep
 (``short-<phase>-<mapping>-t<tier>-<context>``). Every point reports latency,
 its analytic bound (decode: KV bytes over the aggregate HBM-slice bandwidth of
 the participating PEs; prefill: causal FLOPs over their peak) and the gap, op
-counts and engine occupancy. Tables, figures and values live in ``post.py``.
+counts and engine occupancy.
+
+The study is this package: the host drivers (``decode_run``, ``prefill_run`` and
+its ``prefill_layout``, ``short_run`` and its ``short_layout``, sharing
+``common``), the analytic bounds (``bounds``), tables, figures and values
+(``post``), the schema and the paper text (``section.tex`` and friends).
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ NAME = "gqa"
 
 
 def _shape(block: dict):
-    from kernbench.workloads.attention.common import Shape
+    from kernbench.experiments.gqa.common import Shape
 
     h = block.get("heads", {})
     return Shape(int(h.get("kv", 8)), int(h.get("group", 8)), int(h.get("dim", 128)))
@@ -55,7 +60,8 @@ def _rows(q_rows: int, context: int, P: int) -> int:
 
 
 def expand(block: dict, spec: TopologySpec, source: str):
-    from kernbench.workloads.attention import decode_run, prefill_run
+    from kernbench.experiments.gqa import decode_run, prefill_run
+    from kernbench.experiments.gqa.common import Shape
 
     shape = _shape(block)
     dec, pre = block["decode"], block.get("prefill", {})
@@ -94,18 +100,6 @@ def expand(block: dict, spec: TopologySpec, source: str):
     for ctx in pre.get("contexts", []):
         workloads.append((f"prefill-{ctx}", dict(pcommon, context=ctx, users=1,
                                                  q_rows=_rows(prow, ctx, pP))))
-    workloads += _ring_workloads(ring, spec, source, shape, pcommon, pC)
-    workloads += _short_workloads(short, spec, source, shape)
-    return _shared_headlines(workloads), [("base", {"heads": [shape.heads, shape.G, shape.d]})]
-
-
-def _ring_workloads(ring: dict, spec: TopologySpec, source: str, shape, pcommon: dict,
-                    pC: int) -> list:
-    """The ring sweep: non-causal prefill, one full KV tile per CUBE, per Q-row count."""
-    from kernbench.workloads.attention import prefill_run
-    from kernbench.workloads.attention.common import Shape
-
-    workloads = []
     rtile = int(ring.get("tile", 256))
     rheads = int(ring.get("kv_heads", shape.heads))
     rshape = Shape(rheads, shape.G, shape.d)
@@ -117,14 +111,15 @@ def _ring_workloads(ring: dict, spec: TopologySpec, source: str, shape, pcommon:
         workloads.append((f"ring-q{rows}", dict(pcommon, q_rows=rows, P=int(ring.get("P", 1)),
                                                tile=rtile, context=pC * rtile, users=1,
                                                kv_heads=rheads, causal=False, sweep="ring")))
-    return workloads
+    workloads += _short_points(short, spec, shape, source)
+    return _shared_headlines(workloads), [("base", {"heads": [shape.heads, shape.G, shape.d]})]
 
 
-def _short_workloads(short: dict, spec: TopologySpec, source: str, shape) -> list:
-    """The short-context sweep: phase x mapping x tier x context, each checked first."""
-    from kernbench.workloads.attention import short_run
+def _short_points(short: dict, spec: TopologySpec, shape, source: str) -> list:
+    """The short-context grid: phase x mapping x tier x context, each checked first."""
+    from kernbench.experiments.gqa import short_run
 
-    workloads = []
+    points = []
     for phase in short.get("phases", ["decode"]):
         contexts = short.get("contexts", [])
         if phase == "prefill":
@@ -135,10 +130,10 @@ def _short_workloads(short: dict, spec: TopologySpec, source: str, shape) -> lis
                     _check(source, "short", lambda p=phase, m=mapping, t=tier, c=ctx:
                            short_run.validate_config(spec, p, m, t, c, shape,
                                                      tile=int(short.get("tile", 128))))
-                    workloads.append((f"short-{phase}-{mapping}-t{tier}-{ctx}", {
+                    points.append((f"short-{phase}-{mapping}-t{tier}-{ctx}", {
                         "kind": "short", "phase": phase, "mapping": mapping, "tier": tier,
                         "context": ctx, "users": 1, "tile": int(short.get("tile", 128))}))
-    return workloads
+    return points
 
 
 def _shared_headlines(workloads: list) -> list:
@@ -158,7 +153,7 @@ def _shared_headlines(workloads: list) -> list:
 
 
 def run(graph: TopologyGraph, workload: dict, variant: dict) -> dict:
-    from kernbench.workloads.attention.common import Shape
+    from kernbench.experiments.gqa.common import Shape
 
     shape = Shape(*variant["heads"])
     if "kv_heads" in workload:  # the ring sweep may run fewer groups than the study
@@ -167,16 +162,13 @@ def run(graph: TopologyGraph, workload: dict, variant: dict) -> dict:
     common = dict(users=workload["users"], shape=shape)
     extra: dict = {}
     if kind == "decode":
-        from kernbench.workloads.attention.decode_run import run_decode
+        from kernbench.experiments.gqa.decode_run import run_decode
 
         r = run_decode(graph, workload["context"], C=workload["C"], P=workload["P"],
                        variant=workload["variant"], tile=workload["tile"], **common)
     elif kind == "prefill":
-        from kernbench.workloads.attention.prefill_run import (
-            overlap_rows,
-            overlap_rows_peak,
-            run_prefill,
-        )
+        from kernbench.experiments.gqa.bounds import overlap_rows, overlap_rows_peak
+        from kernbench.experiments.gqa.prefill_run import run_prefill
 
         r = run_prefill(graph, workload["context"], C=workload["C"], P=workload["P"],
                         q_rows=workload["q_rows"], tile=workload["tile"],
@@ -185,7 +177,7 @@ def run(graph: TopologyGraph, workload: dict, variant: dict) -> dict:
                                              max(1, shape.G // workload["C"]))
         extra["overlap_rows_peak"] = overlap_rows_peak(graph.spec)
     else:
-        from kernbench.workloads.attention.short_run import metrics, run_short
+        from kernbench.experiments.gqa.short_run import metrics, run_short
 
         r = run_short(graph, workload["phase"], workload["context"],
                       mapping=workload["mapping"], tier=workload["tier"],

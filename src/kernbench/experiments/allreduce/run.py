@@ -1,4 +1,5 @@
-"""One all-reduce on a whole system, as ``kernbench allreduce`` and the study run it.
+"""The all-reduce study's host driver: one all-reduce on a whole system, as
+``kernbench allreduce`` and the study's jobs run it.
 
 Every SIP gets one tensor sharded over all its CUBEs (and the process group's
 PEs), each shard ``bytes_per_pe`` bytes in the chosen memory; the configured

@@ -1,5 +1,5 @@
-"""What every attention run shares: the model shape, inputs, the result record,
-op counts, engine occupancy and the launch-to-finish span."""
+"""What every attention run of the gqa study shares: the model shape, inputs, the
+result record, op counts, engine occupancy and the launch-to-finish span."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from kernbench.components.builtin.gemm_array import STATIONARY
 from kernbench.errors import UsageError
 from kernbench.policy.placement import DPPolicy
 
@@ -79,6 +80,17 @@ def check_positive(name: str, value, allowed: str = "a positive integer") -> int
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise UsageError(f"--{name} must be {allowed}, got {value!r}")
     return value
+
+
+def check_stationary(stationary: str) -> None:
+    if stationary not in STATIONARY:
+        raise UsageError(f"--stationary must be one of {', '.join(STATIONARY)}, "
+                         f"got {stationary!r}")
+
+
+def user_tag(u: int, head: int, users: int) -> str:
+    """The dump-key suffix of user ``u``'s arrays of KV head ``head``."""
+    return f"{u}_{head}" if users > 1 else f"{head}"
 
 
 def random_f16(rng: np.random.Generator, shape) -> np.ndarray:

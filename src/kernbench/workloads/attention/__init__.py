@@ -1,1 +1,0 @@
-"""GQA attention workloads: decode split-KV, prefill ring, short-context mappings."""

@@ -23,7 +23,10 @@ COUNT_FAMILIES = {
     "dma_read": ("dma_read", "TileToken/DMA_READ"),
     "dma_write": ("dma_write", "TileToken/DMA_WRITE"),
 }
-ENGINE_KINDS = ("dma_read", "dma_write", "fetch", "store", "gemm", "math", "pe_cpu_dispatch")
+# PE_DMA reports how long its channels were held; occupancy counts a DMA while its
+# transfer is in flight instead (the union of the op log's intervals of that stage)
+IN_FLIGHT = {"dma_read_channel": ("dma_read", "DMA_READ"),
+             "dma_write_channel": ("dma_write", "DMA_WRITE")}
 
 
 @dataclass(frozen=True)
@@ -102,18 +105,17 @@ def families(counts: dict) -> dict:
 
 
 def occupancy(engine, coords, span_ns: float) -> dict:
-    """Mean busy share (%) of each engine kind over the participating PEs. DMA reads
-    and writes count while a transfer is in flight (the union of their intervals);
-    the engines count their booked time."""
-    totals = dict.fromkeys(ENGINE_KINDS, 0.0)
+    """Mean busy share (%) of each PE unit's report over the participating PEs: the
+    units' own busy times (``PeUnit.engine_busy_ns``), DMA while in flight."""
+    totals: dict[str, float] = {}
     log = engine.op_log
     for c in coords:
         unit = engine.pe(*c)
-        busy = unit.engine_busy_ns()
-        for k in ("fetch", "store", "gemm", "math", "pe_cpu_dispatch"):
-            totals[k] += busy[k]
-        for k, stage in (("dma_read", "DMA_READ"), ("dma_write", "DMA_WRITE")):
-            totals[k] += sum(e - s for s, e in log.stage_intervals(unit.prefix, stage))
+        for k, busy in unit.engine_busy_ns().items():
+            if k in IN_FLIGHT:
+                k, stage = IN_FLIGHT[k]
+                busy = sum(e - s for s, e in log.stage_intervals(unit.prefix, stage))
+            totals[k] = totals.get(k, 0.0) + busy
     n = max(1, len(coords))
     return {k: 100.0 * v / n / span_ns for k, v in totals.items()}
 

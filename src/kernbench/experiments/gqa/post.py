@@ -17,7 +17,6 @@ from kernbench.analysis.latex import HEADER, escape, tabular
 from kernbench.analysis.plots import STYLE, plt, save
 from kernbench.analysis.values import MISSING, Value, count, num, pct, ratio, text
 
-ENGINES = ("dma_read", "fetch", "gemm", "math", "store", "pe_cpu_dispatch")
 VARIANTS = ("opt1", "opt3", "opt2")
 TARGET = 0.85  # the long-decode efficiency the study is held to (of the KV-bandwidth bound)
 
@@ -119,10 +118,11 @@ def _occupancy_figure(df: pd.DataFrame, out: Path) -> list[Path]:
     with plt.rc_context(STYLE):
         n = max(1, len(sub))
         axes = plt.subplots(1, n, squeeze=False, figsize=(1.9 * n + 0.4, 2.2), sharey=True)[1][0]
+        engines = [c[len("occ_"):] for c in df.columns if c.startswith("occ_")]  # as recorded
         for ax, (_, r) in zip(axes, sub.iterrows(), strict=False):
-            vals = [r.get(f"occ_{k}", np.nan) for k in ENGINES]
-            ax.bar(range(len(ENGINES)), vals, color="tab:blue")
-            ax.set_xticks(range(len(ENGINES)), [k.replace("pe_cpu_", "") for k in ENGINES],
+            vals = [r.get(f"occ_{k}", np.nan) for k in engines]
+            ax.bar(range(len(engines)), vals, color="tab:blue")
+            ax.set_xticks(range(len(engines)), [k.replace("pe_cpu_", "") for k in engines],
                           rotation=60)
             ax.set_title(r["panel"])
         axes[0].set_ylabel("busy (% of latency)")

@@ -1,4 +1,4 @@
-"""The booking rules of a PE's compute stages, written once (docs/adr/0008, 0027).
+"""The booking rules of a PE's compute stages, written once (docs/adr/0008, 0027, 0038).
 
 Every op that computes on TCM operands books the same chain: FETCH its inputs,
 run the GEMM array or the vector engine, STORE the result; a composite's GEMM

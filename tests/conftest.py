@@ -1,4 +1,5 @@
-"""Shared fixtures: compiled topologies are built once per test session."""
+"""Shared fixtures: compiled topologies are built once per test session, the smoke
+workflow once per test run (shared by the pytest-xdist workers)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import pytest
 
 from kernbench.policy.routing import PathRouter
 from kernbench.topology import load_topology
+
+from .workflow_helpers import build_once, build_smoke
 
 ROOT = Path(__file__).resolve().parents[1]
 TOPOLOGIES = ROOT / "config" / "topologies"
@@ -51,3 +54,11 @@ def with_sharing(tmp_path_factory):
         return cache[key]
 
     return build
+
+
+@pytest.fixture(scope="session")
+def smoke_build(tmp_path_factory):
+    """The finished smoke workflow (config/smoke.yaml, every target), built once per run
+    by whichever worker asks first. Read it only: a test that runs Snakemake again works
+    in its own copy (``workflow_helpers.clone_run``)."""
+    return build_once(tmp_path_factory, "smoke", build_smoke)

@@ -15,6 +15,20 @@ from .workflow_helpers import build_once, build_smoke
 ROOT = Path(__file__).resolve().parents[1]
 TOPOLOGIES = ROOT / "config" / "topologies"
 
+# The order the xdist workers take test files in (pyproject: --no-loadscope-reorder, else
+# the files with the most tests go first): the long workflow chains first, so they do not
+# leave one worker alone at the end while the other has finished; the smoke run's other
+# reader last, so it does not wait idle for the build that test_workflow.py starts.
+FIRST = ("test_workflow.py", "test_workflow_reruns.py", "test_workflow_execution.py",
+         "test_experiment_plugins.py")
+LAST = ("test_seed_benches.py",)
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {name: i for i, name in enumerate(FIRST)}
+    rank.update({name: len(FIRST) + 1 for name in LAST})
+    items.sort(key=lambda item: rank.get(item.path.name, len(FIRST)))  # stable: files keep order
+
 
 @pytest.fixture(scope="session")
 def default_graph():

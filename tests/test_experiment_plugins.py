@@ -75,7 +75,13 @@ def toy_run(tmp_path_factory):
     config = {
         "topologies": {"small_2x2": "config/topologies/small_2x2.yaml"},
         "plugins": ["toy_exp"],
-        "experiments": {"toy": {"topologies": ["small_2x2"], "points": [1, 2, 5]}},
+        "experiments": {
+            "toy": {"topologies": ["small_2x2"], "points": [1, 2, 5]},
+            # and one built-in study, the smallest: a sweep without the transfer study
+            "gemm": {"topologies": ["small_2x2"],
+                     "shapes": [{"name": "tiny", "m": 32, "k": 64, "n": 32, "group": "prefill"}],
+                     "variants": {"composite": {"kernel": "composite", "pes": 1}}},
+        },
         "report": {"title": "Toy edition"},
     }
     (work / "config" / "toy.yaml").write_text(yaml.safe_dump(config))
@@ -112,6 +118,15 @@ def test_the_toy_figure_value_summary_and_section_appear(toy_run):
         text = subprocess.run(["pdftotext", str(toy_run / "report/build/paper.pdf"), "-"],
                               capture_output=True, text=True, check=True).stdout
         assert re.search(rf"toy study counted\s+{total}\s+units over\s+3\s+points", text)
+
+
+def test_a_sweep_without_transfer_builds_its_own_paper(toy_run):
+    """The paper holds the studies the config names (gemm and the toy) and no other."""
+    values = (toy_run / "report" / "generated" / "values.tex").read_text()
+    assert "kb@gemm/records" in values and "kb@transfer/" not in values
+    studies = (toy_run / "report" / "generated" / "studies.tex").read_text()
+    assert "sections/gemm.tex" in studies and "transfer" not in studies
+    assert (toy_run / "report" / "build" / "paper.pdf").read_bytes()[:5] == b"%PDF-"
 
 
 def test_no_file_outside_an_experiment_names_it():

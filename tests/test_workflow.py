@@ -1,4 +1,8 @@
-"""End-to-end: the smoke config through Snakemake, and byte-identical records."""
+"""End-to-end: the smoke config through Snakemake, and byte-identical records.
+
+The smoke workflow runs once per test run (``conftest.smoke_build``, shared by the
+pytest-xdist workers); this module works in its own copy of the finished run. (A sweep
+of other studies builds its own paper: test_experiment_plugins.py.)"""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ import sys
 
 import pytest
 
-from .workflow_helpers import ROOT, SNAKEMAKE, copy_workflow
+from .workflow_helpers import ROOT, SNAKEMAKE, clone_run, planned_jobs
 
 
 def run(cmd, cwd):
@@ -17,11 +21,9 @@ def run(cmd, cwd):
 
 
 @pytest.fixture(scope="module")
-def smoke_run(tmp_path_factory):
-    work = copy_workflow(tmp_path_factory.mktemp("smoke"))
-    proc = run(SNAKEMAKE + ["--cores", "2", "--configfile", "config/smoke.yaml"], work)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return work
+def smoke_run(smoke_build, tmp_path_factory):
+    """This module's copy of the finished smoke run (its tests run Snakemake in it)."""
+    return clone_run(smoke_build, tmp_path_factory.mktemp("smoke") / "run")
 
 
 def test_smoke_produces_records_tables_figures_and_paper(smoke_run):
@@ -102,14 +104,73 @@ def test_nothing_to_do_after_a_run(smoke_run):
     assert "Nothing to be done" in proc.stdout + proc.stderr, proc.stdout
 
 
+def test_forcerun_figures_rerenders_figures_and_paper_only(smoke_run):
+    expected = {("figures_transfer", "results/figures/transfer_latency.pdf"),
+                ("paper", "report/build/paper.pdf"), ("site", "results/site/index.html"),
+                ("all", "")}
+    assert planned_jobs(smoke_run, "--configfile", "config/smoke.yaml",
+                        "--forcerun", "figures_transfer") == expected
+
+
+def test_html_report_contains_figures_and_tables(smoke_run):
+    from kernbench.experiments.sweep import load_sweep_file
+
+    report = smoke_run / "results" / "report.html"  # the whole run wrote it
+    html = report.read_text(errors="replace")
+    assert "paper.pdf" in html
+    report.unlink()
+    proc = run(SNAKEMAKE + ["--configfile", "config/smoke.yaml", "--report",
+                            "results/report.html"], smoke_run)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    html = report.read_text(errors="replace")
+    for name in ("transfer_latency.png", "transfer_bandwidth.png", "transfer.csv", "paper.pdf",
+                 "gemm.csv", "sensitivity.csv"):
+        assert name in html
+    assert "identical flows issued together" in html  # a figure caption
+    sweep = load_sweep_file(smoke_run / "config/smoke.yaml", smoke_run,
+                            smoke_run / "workflow/schemas/config.schema.yaml", "results/raw")
+    manifest = json.loads((smoke_run / "results" / "manifest.json").read_text())
+    sims = [j for j in manifest["jobs"] if j["rule"] == "simulate"]
+    assert len(sims) == len(sweep.jobs) == 65
+    assert all(j["config_hash"] and j["wall_s"] is not None and j["peak_rss_mb"] > 10
+               for j in sims)
+    summary = (smoke_run / "results" / "SUMMARY.md").read_text()
+    assert "65 simulation jobs" in summary and "## transfer" in summary
+
+
+RERUN = """\
+import json, sys
+from kernbench.cli.main import main
+for args in json.load(sys.stdin):
+    assert main(args) == 0, args
+"""
+
+
 def test_rerun_gives_byte_identical_records(smoke_run, tmp_path):
-    raw = smoke_run / "results" / "raw"
-    before = {p: p.read_bytes() for p in raw.rglob("*.json")}
-    proc = run(SNAKEMAKE + ["--cores", "2", "--configfile", "config/smoke.yaml",
-                            "--forcerun", "simulate", "--until", "simulate"], smoke_run)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    after = {p: p.read_bytes() for p in raw.rglob("*.json")}
-    assert before == after
+    """Every point of the smoke run, run again with the command line of its simulate job,
+    writes the bytes of its record. (The points run one after another in one new
+    process, not one process each as the workflow does: the same records, without 65
+    interpreter start-ups; a process other than the one that wrote each record, so
+    results that hang on hash order or object ids differ as they would.)"""
+    from kernbench.experiments.sweep import load_sweep_file
+
+    sweep = load_sweep_file(smoke_run / "config/smoke.yaml", smoke_run,
+                            smoke_run / "workflow/schemas/config.schema.yaml", "results/raw")
+    jobs, before = [], {}
+    for job in sweep.jobs:  # the simulate rule's command, its wildcards from the output
+        experiment, topology, workload, variant = job.output.removesuffix(".json").split(
+            "/")[-4:]
+        out = tmp_path / job.output
+        jobs.append(["job", "--experiment", experiment, "--topology-id", topology,
+                     "--topology-file", job.topology_file, "--workload-id", workload,
+                     "--variant-id", variant, "--slice", job.slice_json(), "--out", str(out)])
+        before[job.output] = (smoke_run / job.output).read_bytes()
+    assert len(jobs) == 65
+    proc = subprocess.run([sys.executable, "-c", RERUN], input=json.dumps(jobs), cwd=smoke_run,
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    differ = [name for name, data in before.items() if (tmp_path / name).read_bytes() != data]
+    assert not differ, f"records differ on a rerun: {differ}"
 
 
 def test_job_cli_writes_identical_bytes_twice(tmp_path):
@@ -126,24 +187,3 @@ def test_job_cli_writes_identical_bytes_twice(tmp_path):
         assert proc.returncode == 0, proc.stderr
         outs.append(out.read_bytes())
     assert outs[0] == outs[1]
-
-
-def test_a_gemm_only_sweep_builds_its_own_paper(tmp_path):
-    import yaml
-
-    work = copy_workflow(tmp_path)
-    (work / "config" / "gemm_only.yaml").write_text(yaml.safe_dump({
-        "topologies": {"small_2x2": "config/topologies/small_2x2.yaml"},
-        "experiments": {"gemm": {
-            "topologies": ["small_2x2"],
-            "shapes": [{"name": "tiny", "m": 32, "k": 64, "n": 32, "group": "prefill"}],
-            "variants": {"composite": {"kernel": "composite", "pes": 1}},
-        }},
-    }))
-    proc = run(SNAKEMAKE + ["--cores", "2", "--configfile", "config/gemm_only.yaml"], work)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    values = (work / "report" / "generated" / "values.tex").read_text()
-    assert "kb@gemm/records" in values and "kb@transfer/" not in values
-    studies = (work / "report" / "generated" / "studies.tex").read_text()
-    assert "sections/gemm.tex" in studies and "transfer" not in studies
-    assert (work / "report" / "build" / "paper.pdf").read_bytes()[:5] == b"%PDF-"

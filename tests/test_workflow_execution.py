@@ -1,4 +1,5 @@
-"""Batch execution through the cluster-generic emulator, and SIGKILL recovery."""
+"""Batch execution through the cluster-generic emulator, and SIGKILL recovery.
+(The HTML report is checked on the smoke run, in test_workflow.py.)"""
 
 from __future__ import annotations
 
@@ -19,8 +20,8 @@ SMALL = {
                    "small_2x3": "config/topologies/small_2x3.yaml"},
     "experiments": {"transfer": {
         "topologies": ["small_2x2", "small_2x3"],
-        "flows": ["h2d-1hop", "d2h-2hop", "pe-local-hbm", "pe-cross-cube-hbm-worst"],
-        "sizes": ["4KiB", "64KiB", "1MiB"],
+        "flows": ["h2d-1hop", "pe-local-hbm"],
+        "sizes": ["4KiB"],
         "variants": {"single": {"concurrent_flows": 1}, "contention": {"concurrent_flows": 2}},
     }},
 }
@@ -40,28 +41,28 @@ def reference(tmp_path_factory):
                      "--until", "simulate")
     assert proc.returncode == 0, proc.stderr[-3000:]
     recs = records(root)
-    assert len(recs) == 2 * 4 * 2  # a record per topology x flow x variant (3 sizes each)
+    assert len(recs) == 2 * 2 * 2  # a record per topology x flow x variant
     return recs
 
 
-def test_cluster_generic_batch_jobs_match_a_local_run(tmp_path):
-    # two flows suffice: each point still becomes its own batch job on both topologies
+def test_cluster_generic_batch_jobs_match_a_local_run(tmp_path, reference):
+    # a flow and a variant suffice: each point still becomes its own batch job, one per
+    # topology (each batch job runs Snakemake again, so a job costs a few seconds)
     config = {**SMALL, "experiments": {"transfer": {**SMALL["experiments"]["transfer"],
-                                                   "flows": ["h2d-1hop", "pe-local-hbm"],
-                                                   "sizes": ["4KiB"]}}}
-    local = scratch(tmp_path / "local", config)
+                                                   "flows": ["pe-local-hbm"],
+                                                   "variants": {"single": {
+                                                       "concurrent_flows": 1}}}}}
     batch = scratch(tmp_path / "batch", config)
-    # the local run only needs the records to compare; the batch run builds everything
-    proc = snakemake(local, "--cores", "2", "--configfile", "config/test.yaml",
-                     "--until", "simulate")
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    # the local run (``reference``) only made the records to compare; this run builds all
     proc = snakemake(batch, "--profile", "workflow/profiles/cluster-generic",
                      "--configfile", "config/test.yaml")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     jobs = sorted((batch / ".snakemake" / "batch-emulator" / "jobs").iterdir())
-    assert len(jobs) == 2 * 2 * 2  # every simulation point was its own batch job
+    assert len(jobs) == 2  # every simulation point was its own batch job
     assert all((j / "exitcode").read_text().strip() == "0" for j in jobs)
-    assert records(batch) == records(local)
+    ours = records(batch)
+    assert len(ours) == len(jobs)
+    assert ours == {name: rec for name, rec in reference.items() if name in ours}
     assert (batch / "report" / "build" / "paper.pdf").exists()
 
 
@@ -73,40 +74,16 @@ def test_sigkill_mid_run_then_restart_gives_identical_records(tmp_path, referenc
                             cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
     deadline = time.time() + 300
-    while time.time() < deadline and len(list(raw.rglob("*.json"))) < 6:
+    while time.time() < deadline and len(list(raw.rglob("*.json"))) < 3:
         time.sleep(0.05)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     done = len(list(raw.rglob("*.json")))
-    assert 6 <= done < len(reference), "the kill must land mid-run"
+    assert 3 <= done < len(reference), "the kill must land mid-run"
     restart = snakemake(root, "--cores", "2", "--configfile", "config/test.yaml",
                         "--until", "simulate")
     assert restart.returncode == 0, restart.stdout[-6000:] + "\n---\n" + restart.stderr[-6000:]
     assert records(root) == reference
-
-
-def test_html_report_contains_figures_and_tables(tmp_path):
-    root = scratch(tmp_path, {**SMALL, "experiments": {"transfer": {
-        **SMALL["experiments"]["transfer"], "sizes": ["4KiB"], "topologies": ["small_2x2"]}}})
-    proc = snakemake(root, "--cores", "2", "--configfile", "config/test.yaml")
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    report = root / "results" / "report.html"  # the whole run wrote it
-    html = report.read_text(errors="replace")
-    assert "paper.pdf" in html
-    report.unlink()
-    proc = snakemake(root, "--configfile", "config/test.yaml", "--report", "results/report.html")
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    html = report.read_text(errors="replace")
-    for name in ("transfer_latency.png", "transfer_bandwidth.png", "transfer.csv", "paper.pdf"):
-        assert name in html
-    assert "identical flows issued together" in html  # a figure caption
-    manifest = yaml.safe_load((root / "results" / "manifest.json").read_text())
-    sims = [j for j in manifest["jobs"] if j["rule"] == "simulate"]
-    assert len(sims) == 4 * 2
-    assert all(j["config_hash"] and j["wall_s"] is not None and j["peak_rss_mb"] > 10
-               for j in sims)
-    summary = (root / "results" / "SUMMARY.md").read_text()
-    assert "8 simulation jobs" in summary and "## transfer" in summary
 
 
 @pytest.mark.skipif(shutil.which("sh") is None, reason="needs a POSIX shell")

@@ -1,11 +1,19 @@
-"""Exact reruns: each kind of edit reruns exactly the jobs that depend on it."""
+"""Exact reruns: each kind of edit reruns exactly the jobs that depend on it.
+
+The scratch workflow carries its own copy of ``src/`` and Snakemake imports it (as a
+checkout does), so a test can edit the simulator's code and see which jobs rerun.
+(Forcing a rule to rerun is checked on the finished smoke run, in test_workflow.py.)
+"""
 
 from __future__ import annotations
+
+import os
+import shutil
 
 import pytest
 import yaml
 
-from .workflow_helpers import copy_workflow, planned_jobs, snakemake
+from .workflow_helpers import ROOT, copy_workflow, planned_jobs, snakemake
 
 CONFIG = {
     "batch_points": False,  # a job per flow, so the tests can see which flows rerun
@@ -33,22 +41,34 @@ def sim(topology, flow, variant):
 @pytest.fixture(scope="module")
 def work(tmp_path_factory):
     root = copy_workflow(tmp_path_factory.mktemp("reruns"))
+    shutil.copytree(ROOT / "src", root / "src", ignore=shutil.ignore_patterns("__pycache__"))
     (root / "config" / "test.yaml").write_text(yaml.safe_dump(CONFIG))
-    settle(root, full=False)
+    settle(root)
+    assert planned(root) == SETTLED
     return root
 
 
-def settle(root, full: bool):
-    """Run what is planned. Not ``full``: only up to the tables, since every edit
-    test expects the figures, the report and the paper to rerun anyway (a paper
-    build per edit would add nothing to what the tests check); the last edit
-    settles fully so the forced rerun starts from a finished workflow."""
-    until = () if full else ("--until", "aggregate")
-    proc = snakemake(root, "--cores", "2", "--configfile", "config/test.yaml", *until)
+def env(root):
+    """Snakemake (and so every job) imports the scratch copy's kernbench."""
+    rest = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return dict(os.environ, PYTHONPATH=os.pathsep.join([str(root / "src"), *rest]))
+
+
+def planned(root):
+    return planned_jobs(root, "--configfile", "config/test.yaml", env=env(root))
+
+
+SETTLED = (DOWNSTREAM - {("aggregate", "results/tables/transfer.csv")}) | REPORT
+
+
+def settle(root):
+    """Run what is planned, up to the tables only: every edit test expects the figures,
+    the report and the paper to rerun anyway (a paper build per edit would add nothing
+    to what the tests check). What is left is checked by the next test's plan, which
+    holds exactly the jobs of its own edit on top of ``SETTLED``."""
+    proc = snakemake(root, "--cores", "2", "--configfile", "config/test.yaml",
+                     "--until", "aggregate", env=env(root))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    left = planned_jobs(root, "--configfile", "config/test.yaml")
-    tables = ("aggregate", "results/tables/transfer.csv")
-    assert left == (set() if full else (DOWNSTREAM - {tables}) | REPORT)
 
 
 def edit_config(root, fn):
@@ -64,8 +84,8 @@ def test_topology_edit_reruns_that_topology_only(work):
                                              "description: One SIP (edited), 2 x 3"))
     expected = {sim("small_2x3", f, v) for f in ("h2d-1hop", "pe-local-hbm")
                 for v in ("single", "contention")} | DOWNSTREAM | REPORT
-    assert planned_jobs(work, "--configfile", "config/test.yaml") == expected
-    settle(work, full=False)
+    assert planned(work) == expected
+    settle(work)
 
 
 def test_variant_edit_reruns_that_variant_only(work):
@@ -73,8 +93,8 @@ def test_variant_edit_reruns_that_variant_only(work):
         concurrent_flows=3))
     expected = {sim(t, f, "contention") for t in ("small_2x2", "small_2x3")
                 for f in ("h2d-1hop", "pe-local-hbm")} | DOWNSTREAM | REPORT
-    assert planned_jobs(work, "--configfile", "config/test.yaml") == expected
-    settle(work, full=False)
+    assert planned(work) == expected
+    settle(work)
 
 
 def test_workload_edit_runs_only_the_new_workload(work):
@@ -82,27 +102,18 @@ def test_workload_edit_runs_only_the_new_workload(work):
         flows=["h2d-1hop", "pe-same-half-hbm"]))
     expected = {sim(t, "pe-same-half-hbm", v) for t in ("small_2x2", "small_2x3")
                 for v in ("single", "contention")} | DOWNSTREAM | REPORT
-    assert planned_jobs(work, "--configfile", "config/test.yaml") == expected
-    settle(work, full=True)
+    assert planned(work) == expected
+    settle(work)
 
 
-def test_forcerun_figures_rerenders_figures_and_paper_only(work):
-    expected = {("figures_transfer", "results/figures/transfer_latency.pdf"),
-                ("paper", "report/build/paper.pdf"), ("site", "results/site/index.html"),
-                ("all", "")}
-    assert planned_jobs(work, "--configfile", "config/test.yaml",
-                        "--forcerun", "figures_transfer") == expected
-
-
-def test_simulator_code_is_a_job_parameter(work, monkeypatch):
-    """Editing the simulator (not post-processing) changes every simulation job's params."""
+def test_simulator_code_hash_leaves_out_post_processing(tmp_path):
     from kernbench.experiments import checkout
 
     before = checkout.simulator_code_hash()
     pkg = checkout.Path(checkout.__file__).resolve().parents[1]
     assert len(before) == 16
     assert checkout.simulator_code_hash(pkg) == before
-    fake = work / "fakepkg"
+    fake = tmp_path / "fakepkg"
     for sub in ("sim_engine", "analysis"):
         (fake / sub).mkdir(parents=True)
     (fake / "sim_engine" / "x.py").write_text("A = 1\n")
@@ -112,5 +123,30 @@ def test_simulator_code_is_a_job_parameter(work, monkeypatch):
     assert checkout.simulator_code_hash(fake) == h1
     (fake / "sim_engine" / "x.py").write_text("A = 2\n")  # simulator: new hash
     assert checkout.simulator_code_hash(fake) != h1
-    simulate = (work / "workflow" / "rules" / "simulate.smk").read_text()
-    assert "code=SIM_CODE" in simulate
+
+
+def test_simulator_edit_reruns_every_simulation_and_post_processing_edit_none(work):
+    """Editing the simulator (in the checkout Snakemake imports) reruns every simulation
+    job; editing post-processing (the analysis package, an experiment's post module)
+    reruns none of them, and putting the code back leaves nothing new to do."""
+    from kernbench.experiments import checkout
+
+    pkg = work / "src" / "kernbench"
+    post = [pkg / checkout.POST_PROCESSING[0] / "__init__.py",
+            pkg / "experiments" / "transfer" / checkout.POST_MODULE]
+    simulator = pkg / "sim_engine" / "engine.py"
+    sims = {sim(t, f, v) for t in ("small_2x2", "small_2x3") for f in ("h2d-1hop",
+            "pe-same-half-hbm") for v in ("single", "contention")}
+    assert {job for job in sims if (work / job[1]).is_file()} == sims
+    assert planned(work) == SETTLED  # the last edit settled
+    originals = {p: p.read_bytes() for p in [*post, simulator]}
+    try:
+        for path in post:
+            path.write_bytes(originals[path] + b"\nEDITED_FOR_A_TEST = 1\n")
+        assert planned(work) == SETTLED  # no simulation (and no table) reruns
+        simulator.write_bytes(originals[simulator] + b"\nEDITED_FOR_A_TEST = 1\n")
+        assert planned(work) == sims | DOWNSTREAM | REPORT
+    finally:
+        for path, data in originals.items():
+            path.write_bytes(data)
+    assert planned(work) == SETTLED

@@ -7,23 +7,34 @@ any other dtype. Every byte count in the simulator derives from this table.
 
 from __future__ import annotations
 
-import ml_dtypes
+from functools import cache
+
 import numpy as np
 
 from kernbench.errors import KernbenchError
 
-_NUMPY: dict[str, np.dtype] = {
-    "f16": np.dtype(np.float16),
-    "bf16": np.dtype(ml_dtypes.bfloat16),
-    "f32": np.dtype(np.float32),
-    "i32": np.dtype(np.int32),
-    "i8": np.dtype(np.int8),
-    "u8": np.dtype(np.uint8),
-    "bool": np.dtype(np.bool_),
-}
-DTYPE_NAMES: tuple[str, ...] = tuple(_NUMPY)
-_BYTES = {name: dt.itemsize for name, dt in _NUMPY.items()}
-_BY_NUMPY = {dt: name for name, dt in _NUMPY.items()}
+# bytes per element: all a timing-mode simulation needs
+_BYTES: dict[str, int] = {"f16": 2, "bf16": 2, "f32": 4, "i32": 4, "i8": 1, "u8": 1, "bool": 1}
+DTYPE_NAMES: tuple[str, ...] = tuple(_BYTES)
+
+
+@cache
+def _numpy() -> dict[str, np.dtype]:
+    """Device dtype -> numpy dtype, built on first use: ``ml_dtypes`` takes about a
+    second of CPU to import, which only runs that touch values should pay."""
+    import ml_dtypes
+
+    table = {"f16": np.dtype(np.float16), "bf16": np.dtype(ml_dtypes.bfloat16),
+             "f32": np.dtype(np.float32), "i32": np.dtype(np.int32), "i8": np.dtype(np.int8),
+             "u8": np.dtype(np.uint8), "bool": np.dtype(np.bool_)}
+    if {n: dt.itemsize for n, dt in table.items()} != _BYTES:
+        raise RuntimeError("the dtype tables disagree on element sizes")
+    return table
+
+
+@cache
+def _by_numpy() -> dict[np.dtype, str]:
+    return {dt: name for name, dt in _numpy().items()}
 
 
 class DtypeError(KernbenchError, ValueError):
@@ -33,7 +44,7 @@ class DtypeError(KernbenchError, ValueError):
 def np_dtype(name: str) -> np.dtype:
     """The numpy dtype that holds a device dtype's values."""
     try:
-        return _NUMPY[name]
+        return _numpy()[name]
     except (KeyError, TypeError):
         raise DtypeError(f"unknown dtype {name!r} (allowed: {', '.join(DTYPE_NAMES)})") from None
 
@@ -50,7 +61,7 @@ def dtype_name(dtype) -> str:
     """The device dtype name of a numpy dtype (``np.float16`` -> ``"f16"``)."""
     dt = np.dtype(dtype)
     try:
-        return _BY_NUMPY[dt]
+        return _by_numpy()[dt]
     except KeyError:
         raise DtypeError(f"numpy dtype {dt} has no device dtype (device dtypes: "
-                         f"{', '.join(f'{n}={d}' for n, d in _NUMPY.items())})") from None
+                         f"{', '.join(f'{n}={d}' for n, d in _numpy().items())})") from None

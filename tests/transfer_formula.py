@@ -25,7 +25,7 @@ from pathlib import Path
 
 import yaml
 
-from kernbench.topology.spec import PE_EDGE_MARGIN_MM
+from kernbench.topology.spec_checks import PE_EDGE_MARGIN_MM
 
 DEFAULT_YAML = Path(__file__).resolve().parents[1] / "config" / "topologies" / "default.yaml"
 

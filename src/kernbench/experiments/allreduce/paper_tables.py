@@ -7,28 +7,18 @@ import pandas as pd
 
 from kernbench.analysis.latex import HEADER, escape, tabular
 from kernbench.analysis.values import count, errpct, latex, num
-from kernbench.experiments.allreduce.table import (
-    hbm,
-    rows_of_kind,
-    sorted_algorithms,
-    sorted_topologies,
-)
+from kernbench.experiments.allreduce.table import hbm, rows_of_kind, sweep_ends
 from kernbench.experiments.allreduce.values import us
 
 
 def tables(df: pd.DataFrame) -> dict[str, str]:
     col = hbm(df)
     rows = []
-    for t in sorted_topologies(df):
-        for algo in sorted_algorithms(df):
-            g = col[(col["topology"] == t) & (col["algorithm"] == algo)].sort_values("size")
-            if g.empty:
-                continue
-            lo, hi = g.iloc[0], g.iloc[-1]
-            rows.append([escape(t), escape(algo), latex(us(lo["time_ns"])),
-                         latex(us(lo["predicted_ns"])), latex(us(hi["time_ns"])),
-                         latex(us(hi["predicted_ns"])), latex(num(hi["busbw_gbs"], 2)),
-                         latex(errpct(float(g["rel_error"].abs().max())))])
+    for t, algo, g, lo, hi in sweep_ends(df):
+        rows.append([escape(t), escape(algo), latex(us(lo["time_ns"])),
+                     latex(us(lo["predicted_ns"])), latex(us(hi["time_ns"])),
+                     latex(us(hi["predicted_ns"])), latex(num(hi["busbw_gbs"], 2)),
+                     latex(errpct(float(g["rel_error"].abs().max())))])
     sizes = sorted(col["size"].unique()) if len(col) else [0, 0]
     header = ["SIPs", "Algorithm", f"{int(sizes[0])}\\,B (us)", "pred.",
               f"{int(sizes[-1])}\\,B (us)", "pred.", "busbw (GB/s)", "max err (\\%)"]

@@ -151,3 +151,14 @@ def hbm(df: pd.DataFrame) -> pd.DataFrame:
     """The collective rows with buffers in HBM, the ones every topology has."""
     sub = collective(df)
     return sub[sub["buffer"] == "hbm"]
+
+
+def sweep_ends(df: pd.DataFrame):
+    """(topology, algorithm, its rows by size, smallest, largest) of every HBM sweep, in
+    table order: what the paper table and the values both report."""
+    col = hbm(df)
+    for t in sorted_topologies(df):
+        for algo in sorted_algorithms(df):
+            g = col[(col["topology"] == t) & (col["algorithm"] == algo)].sort_values("size")
+            if not g.empty:
+                yield t, algo, g, g.iloc[0], g.iloc[-1]

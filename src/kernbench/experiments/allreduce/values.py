@@ -17,6 +17,7 @@ from kernbench.experiments.allreduce.table import (
     rows_of_kind,
     sorted_algorithms,
     sorted_topologies,
+    sweep_ends,
     value_tag,
 )
 
@@ -76,19 +77,13 @@ def _overview(df: pd.DataFrame, topo: str | None) -> dict[str, Value]:
 
 def _per_topology(df: pd.DataFrame) -> dict[str, Value]:
     """Each algorithm on each topology: both ends of the sweep and its largest error."""
-    col = hbm(df)
     v: dict[str, Value] = {}
-    for t in sorted_topologies(df):
-        for algo in sorted_algorithms(df):
-            g = col[(col["topology"] == t) & (col["algorithm"] == algo)].sort_values("size")
-            if g.empty:
-                continue
-            lo, hi = g.iloc[0], g.iloc[-1]
-            p = f"{t.replace('_', '')}/{value_tag(algo)}/"
-            v[p + "smalllat"] = us(lo["time_ns"])
-            v[p + "largelat"] = us(hi["time_ns"])
-            v[p + "busbw"] = num(hi["busbw_gbs"], 2)
-            v[p + "errpct"] = errpct(float(g["rel_error"].abs().max()))
+    for t, algo, g, lo, hi in sweep_ends(df):
+        p = f"{t.replace('_', '')}/{value_tag(algo)}/"
+        v[p + "smalllat"] = us(lo["time_ns"])
+        v[p + "largelat"] = us(hi["time_ns"])
+        v[p + "busbw"] = num(hi["busbw_gbs"], 2)
+        v[p + "errpct"] = errpct(float(g["rel_error"].abs().max()))
     return v
 
 

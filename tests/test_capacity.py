@@ -8,10 +8,12 @@ import math
 import pytest
 
 from kernbench.capacity.formulas import FORMULAS, evaluate, names
-from kernbench.capacity.models import PRESETS, load_model
-from kernbench.capacity.planner import Chip, Efficiency, plan
+from kernbench.capacity.planner import Chip, Efficiency, plan, quantities
 from kernbench.cli.main import main
 from kernbench.errors import UsageError
+from kernbench.models import load_model
+
+from .conftest import TOPOLOGIES
 
 GIB = 2**30
 HEADER = "kind,sweep,users,context,efficiency,C,variant,topology\n"
@@ -29,8 +31,7 @@ def table(tmp_path):
 
 
 def test_llama3_8b_weights_and_kv_bytes_per_token():
-    m = PRESETS["llama3-8b"]
-    v = {**m.quantities(), "hbm_pe": 6 * GIB}
+    v = {**quantities(load_model("llama3-8b")), "hbm_pe": 6 * GIB}
     N = evaluate(FORMULAS["N"][0], v)
     assert N == 32 * (4096 * 4096 * 2 + 4096 * 1024 * 2 + 3 * 4096 * 14336) == 6_979_321_856
     assert round(N / 1e9, 2) == 6.98 and round(2 * N / 1e9, 2) == 13.96  # GB, 16-bit
@@ -40,8 +41,7 @@ def test_llama3_8b_weights_and_kv_bytes_per_token():
 
 
 def test_llama3_70b_weights_and_kv_bytes_per_token():
-    m = PRESETS["llama3-70b"]
-    v = {**m.quantities(), "hbm_pe": 6 * GIB}
+    v = {**quantities(load_model("llama3-70b")), "hbm_pe": 6 * GIB}
     N = evaluate(FORMULAS["N"][0], v)
     assert N == 80 * (8192 * 8192 * 2 + 8192 * 1024 * 2 + 3 * 8192 * 28672) == 68_451_041_280
     v.update(N=N, W=2 * N)
@@ -52,7 +52,7 @@ def test_llama3_70b_weights_and_kv_bytes_per_token():
 def test_plan_axes_by_hand(table):
     chip = Chip.from_topology("default")
     assert (chip.hbm_pe, chip.bw_pe) == (6 * GIB, 256e9)
-    r = plan(PRESETS["llama3-8b"], chip, Efficiency.from_table(table), 12288, 1000, 50)
+    r = plan(load_model("llama3-8b"), chip, Efficiency.from_table(table), 12288, 1000, 50)
     v = r["values"]
     eff = 0.5 + (0.7 - 0.5) * (12288 - 8192) / (16384 - 8192)  # interpolated: 0.6
     assert r["efficiency"]["value"] == pytest.approx(eff)
@@ -72,7 +72,7 @@ def test_plan_axes_by_hand(table):
 
 
 def test_every_formula_reads_only_known_quantities():
-    known = set(PRESETS["llama3-8b"].quantities()) | {"hbm_pe", "bw_pe", "system_pes",
+    known = set(quantities(load_model("llama3-8b"))) | {"hbm_pe", "bw_pe", "system_pes",
                                                       "context", "users", "tpot", "eff"}
     for name, (expr, _, _) in FORMULAS.items():
         assert set(names(expr)) <= known, name
@@ -99,21 +99,69 @@ def test_bad_inputs_get_one_line(table, capsys, argv, needle):
 
 def test_a_model_that_fits_no_replica(tmp_path, table):
     f = tmp_path / "huge.yaml"
-    f.write_text("layers: 4000\nhidden: 8192\nheads: 64\nkv_heads: 8\nd_head: 128\n"
-                 "ffn: 28672\nb: 2\n")
-    with pytest.raises(UsageError, match="fits no replica"):
+    f.write_text("num_hidden_layers: 4000\nhidden_size: 8192\nnum_attention_heads: 64\n"
+                 "num_key_value_heads: 8\nintermediate_size: 28672\nvocab_size: 128256\n")
+    with pytest.raises(UsageError, match="huge needs .* fits no replica"):
         plan(load_model(str(f)), Chip.from_topology("default"), Efficiency.from_table(table),
              8192, 1, 50)
 
 
-def test_user_model_file_errors_name_the_key(tmp_path):
-    f = tmp_path / "m.yaml"
-    f.write_text("layers: 2\nhidden: 0\nheads: 4\nkv_heads: 2\nd_head: 8\nffn: 16\nb: 2\n")
-    with pytest.raises(UsageError, match="hidden must be a positive integer"):
-        load_model(str(f))
-    f.write_text("layers: 2\nhiden: 4\n")
-    with pytest.raises(UsageError, match="unknown key 'hiden'"):
-        load_model(str(f))
+def test_a_bad_model_file_is_one_line_naming_the_key(tmp_path, table, capsys):
+    f = tmp_path / "m.json"
+    f.write_text(json.dumps({**TINY, "hidden_size": 0}))
+    assert main(["capacity", "--model", str(f), "--context", "8192", "--users", "1",
+                 "--tpot-ms", "50", "--table", str(table)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"{f}: hidden_size must be a positive integer, got 0" in err and "\n" not in err
+
+
+# a user's config.json: 2 layers, D 512, 8 query heads over 2 KV heads of 64, F 1024, f32
+TINY = {"num_hidden_layers": 2, "hidden_size": 512, "num_attention_heads": 8,
+        "num_key_value_heads": 2, "intermediate_size": 1024, "vocab_size": 32000,
+        "torch_dtype": "float32", "architectures": ["LlamaForCausalLM"], "use_cache": True}
+
+
+def clean_clone_capacity(tmp_path, monkeypatch, capsys, model, *extra):
+    """``kernbench capacity --json`` in an empty working directory (no results/)."""
+    monkeypatch.chdir(tmp_path)
+    assert not (tmp_path / "results").exists()
+    rc = main(["capacity", "--model", model, "--topology", str(TOPOLOGIES / "default.yaml"),
+               "--context", "8192", "--users", "1000", "--tpot-ms", "50", *extra])
+    return rc, capsys.readouterr()
+
+
+def test_axes_a_and_b_answer_on_a_clean_clone(tmp_path, monkeypatch, capsys):
+    rc, out = clean_clone_capacity(tmp_path, monkeypatch, capsys, "llama3-70b", "--json")
+    assert rc == 0 and out.err == ""
+    doc = json.loads(out.out)
+    N = 80 * (8192 * 64 * 128 * 2 + 8192 * 8 * 128 * 2 + 3 * 8192 * 28672)
+    v = doc["values"]
+    assert v["N"] == N and v["pes"] == math.ceil(2 * N / (6 * GIB))
+    assert v["users_kv"] == (v["pes"] * 6 * GIB - 2 * N) // (80 * 2 * 8 * 128 * 2 * 8192)
+    assert set(v) == {"N", "W", "pes", "kv_bpt", "free", "users_kv"}
+    assert doc["efficiency"] is None and doc["axes"]["C"]["steps"] == []
+    assert doc["axes"]["C"]["unavailable"].startswith(
+        "results/tables/gqa.csv: the attention study's table is missing")
+    rc, out = clean_clone_capacity(tmp_path, monkeypatch, capsys, "llama3-70b")
+    lines = out.out.splitlines()
+    c = lines.index("C. latency")
+    assert rc == 0 and lines[c + 1].startswith("  unavailable: results/tables/gqa.csv")
+    assert c + 2 == len(lines) and f"= {v['pes']} PEs" in out.out
+
+
+def test_a_user_config_json_on_a_clean_clone(tmp_path, monkeypatch, capsys):
+    folder = tmp_path / "tiny-llama"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(TINY))
+    rc, out = clean_clone_capacity(tmp_path, monkeypatch, capsys,
+                                   str(folder / "config.json"), "--json")
+    assert rc == 0
+    doc = json.loads(out.out)
+    d = 512 // 8  # head_dim defaults to hidden_size / num_attention_heads
+    N = 2 * (512 * 8 * d * 2 + 512 * 2 * d * 2 + 3 * 512 * 1024)
+    assert doc["model"] == "tiny-llama" and doc["inputs"]["b"] == 4
+    assert doc["values"]["N"] == N and doc["values"]["W"] == 4 * N
+    assert doc["values"]["kv_bpt"] == 2 * 2 * d * 4 * 2
 
 
 def test_json_matches_the_text_numbers(table, capsys):

@@ -51,8 +51,8 @@ BAD = {
     "capacity-context": (capacity("--context", "0"), "--context 0: must be positive (an integer"),
     "capacity-model": (capacity("--model", "gpt-17"), "--model 'gpt-17': not a preset"),
     "capacity-topology": (capacity("--topology", "nosuch"), "--topology 'nosuch': no such"),
-    "capacity-table": (capacity(), "--table results/tables/gqa.csv: the attention study's "
-                                   "table is missing"),
+    "capacity-table": (capacity("--table", "results/tables/gqa.csv"),
+                       "--table results/tables/gqa.csv: the attention study's table is missing"),
     "job-experiment-first": (job('{"workload": 1}', experiment="nosuch"),
                              "--experiment: unknown experiment 'nosuch' (known: "),
     "job-topology-file": (job(topology_file="no/such.yaml"), "--topology-file: no/such.yaml: "
@@ -170,9 +170,9 @@ def test_arguments_are_checked_in_order_before_any_file_is_read(argv, first, cap
                                                                 monkeypatch, tmp_path):
     """Several bad arguments at once: the first one declared is the one reported, and no
     topology, model, table or record is opened on the way."""
-    import kernbench.capacity.models as models
     import kernbench.capacity.planner as planner
     import kernbench.experiments.job as job_mod
+    import kernbench.models as models
 
     def no_read(*_a, **_k):
         raise AssertionError("a file was read before the arguments were checked")

@@ -70,9 +70,11 @@ def names(expr: str) -> list[str]:
     return out
 
 
-def evaluate_all(inputs: dict[str, float]) -> dict[str, float]:
-    """Every formula in order, each seeing the inputs and the results before it."""
+def evaluate_all(inputs: dict[str, float], only=None) -> dict[str, float]:
+    """Every formula in order (or those in ``only``), each seeing the inputs and the
+    results before it."""
     env = dict(inputs)
     for name, (expr, _, _) in FORMULAS.items():
-        env[name] = evaluate(expr, env)
+        if only is None or name in only:
+            env[name] = evaluate(expr, env)
     return env

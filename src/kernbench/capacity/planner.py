@@ -1,7 +1,9 @@
 """How many PEs and systems a model needs: weights (A), KV capacity (B), latency (C).
 
-The chip comes from a topology file (HBM per PE, its bandwidth, PEs per
-system). Axis C takes the decode attention efficiency (the KV-bandwidth bound
+The model is a :class:`kernbench.models.ModelConfig` (a preset or a user's
+``config.json``); the chip comes from a topology file (HBM per PE, its
+bandwidth, PEs per system). Axes A and B are arithmetic on those two alone, so
+they answer on a clean clone; axis C takes the decode attention efficiency (the KV-bandwidth bound
 over the simulated latency) from the attention study's table, interpolated
 linearly in context between measured points; a context outside them is an
 error, never an extrapolation. The formulas themselves live in
@@ -17,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kernbench.capacity.formulas import FORMULAS, evaluate_all
-from kernbench.capacity.models import Model
 from kernbench.errors import UsageError
+from kernbench.models import ModelConfig
 from kernbench.topology import load_topology
 
 # Project data, not package data: the topology files a sweep names and the tables it
@@ -104,34 +106,54 @@ def check_inputs(context: int, users: int, tpot_ms: float) -> None:
             raise UsageError(f"{flag} {value}: must be positive")
 
 
-def plan(model: Model, chip: Chip, eff: Efficiency, context: int, users: int,
-         tpot_ms: float) -> dict:
-    """The three axes for ``users`` users at ``context`` tokens under a TPOT target."""
+def quantities(model: ModelConfig) -> dict[str, int]:
+    """The planner's symbols (shared with the results site) from the config.json keys."""
+    return {"layers": model.num_hidden_layers, "hidden": model.hidden_size,
+            "heads": model.num_attention_heads, "kv_heads": model.num_key_value_heads,
+            "d_head": model.head_dim, "ffn": model.intermediate_size, "b": model.dtype_bytes}
+
+
+def plan(model: ModelConfig, chip: Chip, eff: Efficiency | None, context: int, users: int,
+         tpot_ms: float, no_latency: str = "") -> dict:
+    """The three axes for ``users`` users at ``context`` tokens under a TPOT target.
+
+    Without ``eff`` (no attention table) only axes A and B are computed; axis C is
+    marked unavailable with the reason ``no_latency``.
+    """
     check_inputs(context, users, tpot_ms)
-    e, how = eff.at(context)
-    inputs = {**model.quantities(), "hbm_pe": chip.hbm_pe, "bw_pe": chip.bw_pe,
+    e, how = eff.at(context) if eff is not None else (None, None)
+    inputs = {**quantities(model), "hbm_pe": chip.hbm_pe, "bw_pe": chip.bw_pe,
               "system_pes": chip.system_pes, "context": context, "users": users,
-              "tpot": tpot_ms / 1e3, "eff": e}
-    v = evaluate_all(inputs)
+              "tpot": tpot_ms / 1e3, **({"eff": e} if eff is not None else {})}
+    v = evaluate_all(inputs, None if eff is not None else AXES["A"][1] + AXES["B"][1])
+    _check_fits(model.name, chip, context, tpot_ms, v)
+    axes = {}
+    for key, (title, members) in AXES.items():
+        if all(n in v for n in members):
+            axes[key] = {"title": title, "steps": [_step(n, v) for n in members]}
+        else:
+            axes[key] = {"title": title, "steps": [], "unavailable": no_latency}
+    return {"model": model.name, "topology": chip.name, "context": context, "users": users,
+            "tpot_ms": tpot_ms,
+            "efficiency": {"value": e, "source": how} if eff is not None else None,
+            "inputs": inputs, "axes": axes,
+            "values": {n: v[n] for n in FORMULAS if n in v}}
+
+
+def _check_fits(name: str, chip: Chip, context: int, tpot_ms: float, v: dict) -> None:
+    """Refuse a plan with no replica, no user or (when computed) no batch."""
     if v["pes"] > chip.system_pes:
-        raise UsageError(f"{model.name} needs {v['pes']} PEs for its weights "
+        raise UsageError(f"{name} needs {v['pes']} PEs for its weights "
                          f"({v['W'] / 1e9:.2f} GB); topology {chip.name!r} has "
                          f"{chip.system_pes}: it fits no replica")
     if v["users_kv"] < 1:
         raise UsageError(f"--context {context}: one user's KV cache "
                          f"({v['kv_bpt'] * context / 2**30:.2f} GiB) does not fit the "
                          f"{v['free'] / 2**30:.2f} GiB a {v['pes']}-PE replica has left")
-    if v["batch_tpot"] < 1:
+    if v.get("batch_tpot", 1) < 1:
         raise UsageError(f"--tpot-ms {tpot_ms}: even one user takes "
                          f"{(v['t_w'] + v['t_kv']) * 1e3:.3f} ms per token on a "
                          f"{v['pes']}-PE replica")
-    axes = {}
-    for key, (title, members) in AXES.items():
-        axes[key] = {"title": title, "steps": [_step(n, v) for n in members]}
-    return {"model": model.name, "topology": chip.name, "context": context, "users": users,
-            "tpot_ms": tpot_ms, "efficiency": {"value": e, "source": how},
-            "inputs": inputs, "axes": axes,
-            "values": {n: v[n] for n in FORMULAS}}
 
 
 def _step(name: str, v: dict) -> dict:

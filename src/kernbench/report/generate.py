@@ -191,9 +191,9 @@ EXAMPLE = {"model": "llama3-8b", "topology": "default", "context": 8192, "users"
 def capacity_example(study_table) -> dict[str, Value]:
     """Values of ``kernbench capacity`` on :data:`EXAMPLE` (at the shortest measured
     context if 8192 is not one), or nothing without the attention study's table."""
-    from kernbench.capacity.models import PRESETS
     from kernbench.capacity.planner import Chip, Efficiency, plan
     from kernbench.errors import UsageError
+    from kernbench.models import load_model
 
     if study_table is None or not Path(study_table).exists():
         return {}
@@ -201,7 +201,7 @@ def capacity_example(study_table) -> dict[str, Value]:
     lo, hi = eff.points[0][0], eff.points[-1][0]
     context = min(max(EXAMPLE["context"], lo), hi)
     try:
-        r = plan(PRESETS[EXAMPLE["model"]], Chip.from_topology(EXAMPLE["topology"]), eff,
+        r = plan(load_model(EXAMPLE["model"]), Chip.from_topology(EXAMPLE["topology"]), eff,
                  context, EXAMPLE["users"], EXAMPLE["tpot_ms"])
     except UsageError:
         return {}

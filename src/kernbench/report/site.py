@@ -17,8 +17,8 @@ import shutil
 from pathlib import Path
 
 from kernbench.capacity.formulas import FORMULAS
-from kernbench.capacity.models import PRESETS
-from kernbench.capacity.planner import AXES, Chip, Efficiency
+from kernbench.capacity.planner import AXES, Chip, Efficiency, quantities
+from kernbench.models import PRESETS, load_model
 
 # what each input symbol means, for the legend
 SYMBOLS = {
@@ -34,7 +34,7 @@ SYMBOLS = {
 
 def planner_data(chips: list[Chip], eff: Efficiency | None) -> dict:
     return {
-        "models": {k: m.quantities() for k, m in PRESETS.items()},
+        "models": {k: quantities(load_model(k)) for k in PRESETS},
         "chips": {c.name: {"hbm_pe": c.hbm_pe, "bw_pe": c.bw_pe, "system_pes": c.system_pes}
                   for c in chips},
         "eff": [[c, e, w] for c, e, w in eff.points] if eff else [],

@@ -8,6 +8,7 @@ attention in float64 (tolerance: a few f16 ulps of O, whose entries are O(1)).
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -236,7 +237,44 @@ def test_cli_dump_checks_with_numpy(tmp_path, capsys):
         np.testing.assert_allclose(z[f"o_{h}"], ref, atol=TOL)
 
 
+TINY_MODEL = {"num_hidden_layers": 2, "hidden_size": 256, "num_attention_heads": 8,
+              "num_key_value_heads": 2, "head_dim": 64, "intermediate_size": 512,
+              "vocab_size": 1024, "architectures": ["LlamaForCausalLM"]}
+
+
+def test_cli_takes_the_heads_from_a_user_model_on_small_2x2(tmp_path, capsys):
+    """8 query heads over 2 KV heads of 64 (not hidden_size / heads = 32) fit the one SIP
+    of small_2x2, where the 70B's 8 KV heads do not: every head's output equals numpy's
+    attention, with G = 8 / 2 query rows."""
+    folder = tmp_path / "tiny-gqa"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(TINY_MODEL))
+    out = tmp_path / "o.npz"
+    assert main(["attention", "--model", str(folder / "config.json"), "--mode", "decode",
+                 "--topology", str(TOPOLOGIES / "small_2x2.yaml"), "--context", "300",
+                 "--C", "1", "--P", "2", "--tile", "128", "--data", "--dump", str(out),
+                 "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert (doc["model"], doc["heads"], doc["G"], doc["d"]) == ("tiny-gqa", 2, 4, 64)
+    assert doc["pes"] == 2 * 1 * 2 and doc["max_abs_error"] < TOL
+    z = np.load(out)
+    assert sorted(k for k in z.files if k.startswith("o_")) == ["o_0", "o_1"]
+    for h in range(2):
+        ref = reference_attention(z[f"q_{h}"], z[f"k_{h}"], z[f"v_{h}"], causal=False)
+        assert z[f"q_{h}"].shape == (4, 64) and z[f"k_{h}"].shape == (300, 64)
+        np.testing.assert_allclose(z[f"o_{h}"], ref, atol=TOL)
+
+
+def test_cli_says_why_the_70b_heads_do_not_fit_small_2x2(capsys):
+    rc = main(["attention", "--mode", "decode", "--topology",
+               str(TOPOLOGIES / "small_2x2.yaml"), "--context", "256", "--C", "1", "--P", "2"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and "\n" not in err
+    assert "topology 'small_2x2'" in err and "--model llama3-70b: 8 KV heads" in err
+
+
 @pytest.mark.parametrize("argv,needle", [
+    (["--mode", "decode", "--model", "gpt-17"], "--model 'gpt-17': not a preset"),
     (["--mode", "sideways"], "--mode must be decode, prefill or short, got 'sideways'"),
     (["--mode", "decode", "--variant", "opt9"], "--variant must be one of opt1, opt2, opt3"),
     (["--mode", "decode", "--C", "5"], "--C 5 --P 8 on topology 'default'"),

@@ -1,4 +1,5 @@
-"""``kernbench attention``: one GQA attention layer (Llama-3 70B heads) on a whole system."""
+"""``kernbench attention``: one GQA attention layer on a whole system, its head shape
+(KV heads, query heads per KV head, head dimension) read from a model file."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("attention", help="run one fused GQA attention layer (decode, prefill "
                                          "or a short-context mapping)")
     p.add_argument("--mode", required=True, help="decode | prefill | short")
+    p.add_argument("--model", default="llama3-70b",
+                   help="the heads' shape: llama3-8b | llama3-70b (default) | a Hugging Face "
+                        "config.json or the same keys in YAML")
     p.add_argument("--topology", default="llama70b_4sip", help="topology file or name")
     p.add_argument("--context", type=int, required=True, help="KV tokens (prefill: also queries)")
     p.add_argument("--users", type=int, default=1, help="users in the batch, each its own KV")
@@ -38,20 +42,24 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _run(args, graph, progress):
+DEFAULT_C = {"decode": 2, "prefill": 8}
+
+
+def _run(args, graph, shape, progress):
     from kernbench.errors import UsageError
 
-    common = dict(users=args.users, data=args.data, seed=args.seed,
+    common = dict(users=args.users, data=args.data, seed=args.seed, shape=shape,
                   keep_records=bool(args.trace), progress=progress)
     if args.mode == "decode":
         from kernbench.experiments.gqa.decode_run import run_decode
 
-        return run_decode(graph, args.context, C=args.C or 2, P=args.P, variant=args.variant,
-                          tile=args.tile or 1024, stationary=args.stationary, **common)
+        return run_decode(graph, args.context, C=args.C or DEFAULT_C["decode"], P=args.P,
+                          variant=args.variant, tile=args.tile or 1024,
+                          stationary=args.stationary, **common)
     if args.mode == "prefill":
         from kernbench.experiments.gqa.prefill_run import run_prefill
 
-        return run_prefill(graph, args.context, C=args.C or 8, P=args.P,
+        return run_prefill(graph, args.context, C=args.C or DEFAULT_C["prefill"], P=args.P,
                            q_rows=args.q_rows or 128, tile=args.tile or 256,
                            stationary=args.stationary, **common)
     if args.mode == "short":
@@ -62,18 +70,41 @@ def _run(args, graph, progress):
     raise UsageError(f"--mode must be decode, prefill or short, got {args.mode!r}")
 
 
+def _check_fit(args, spec, model) -> None:
+    """Decode and prefill give each KV head its own group of C CUBEs, the heads spread
+    evenly over the SIPs: say in one line when the model's heads cannot be placed."""
+    from kernbench.errors import UsageError
+    from kernbench.geometry.groups import place_groups
+
+    if args.mode not in DEFAULT_C:
+        return
+    C = args.C or DEFAULT_C[args.mode]
+    try:
+        place_groups(spec, model.num_key_value_heads, C, args.P)
+    except ValueError as exc:
+        raise UsageError(f"--C {C} --P {args.P} on topology {spec.name!r}: {exc} (--model "
+                         f"{model.name}: {model.num_key_value_heads} KV heads, each on its own "
+                         f"C CUBEs, spread evenly over {spec.sips.count} SIP(s))") from None
+
+
 def run(args: argparse.Namespace) -> int:
     from kernbench.cli.common import check_output_path, resolve_topology
     from kernbench.cli.progress import Progress
     from kernbench.errors import UsageError
+    from kernbench.experiments.gqa.common import Shape
+    from kernbench.models import check_model_name, load_model
     from kernbench.topology import load_topology
 
     if args.dump and not args.data:
         raise UsageError("--dump needs --data (timing mode computes no values)")
     check_output_path("--dump", args.dump)
     check_output_path("--trace", args.trace)
+    check_model_name(args.model)
     graph = load_topology(resolve_topology(args.topology))
-    r = _run(args, graph, None if args.json else Progress(sys.stderr))
+    model = load_model(args.model)
+    _check_fit(args, graph.spec, model)
+    shape = Shape(heads=model.num_key_value_heads, G=model.group, d=model.head_dim)
+    r = _run(args, graph, shape, None if args.json else Progress(sys.stderr))
     if args.dump:
         import numpy as np
 
@@ -82,13 +113,14 @@ def run(args: argparse.Namespace) -> int:
         from kernbench.sim_engine.chrome_trace import write_chrome_trace
 
         write_chrome_trace([(None, r.engine.op_log.records)], args.trace)
-    doc = r.summary()
+    doc = {"model": model.name, **r.summary()}
     out = sys.stdout
     if args.json:
         out.write(json.dumps(doc, sort_keys=True) + "\n")
         return 0
     knobs = ", ".join(f"{k}={v}" for k, v in r.params.items() if k not in ("kv_bytes", "flops"))
-    out.write(f"# attention {r.mode} on {r.topology}: context {r.context}, users {r.users}, "
+    out.write(f"# attention {r.mode} of {model.name} ({shape.heads} KV heads x G={shape.G} x "
+              f"d={shape.d}) on {r.topology}: context {r.context}, users {r.users}, "
               f"{r.pes} PEs ({knobs})\n")
     out.write(f"latency {r.latency_ns / 1000:.3f} us   bound ({r.bound_kind}) "
               f"{r.bound_ns / 1000:.3f} us   gap {100 * r.gap:+.1f} %   "

@@ -130,7 +130,7 @@ class RuntimeContext:
 
     # -- memory ------------------------------------------------------------------------
     def _create(self, shape, dtype: str, dp: DPPolicy | None, name: str | None,
-                data: np.ndarray | None, memory: str = "hbm") -> Tensor:
+                data: np.ndarray | None, memory: str = "hbm", shared: bool = False) -> Tensor:
         shape = tuple(int(s) for s in shape)
         bpe = dtype_bytes(dtype)
         dp = dp or DPPolicy()
@@ -155,7 +155,8 @@ class RuntimeContext:
         copies: dict[tuple[int, int], list[Placement]] = {}
         for p in t.placements:
             copies.setdefault(p.shard.key, []).append(p)
-        for cube, pe in sorted({(s.cube, s.pe) for s in shards}):
+        t.mapped_by = self._mappers(shards, shared)
+        for cube, pe in t.mapped_by:
             mmu = self.engine.pe(sip, cube, pe).mmu
             for key, off in offsets.items():
                 mmu.map(va + off, self._nearest(copies[key], cube, pe).pa.encode(), sizes[key])
@@ -164,6 +165,13 @@ class RuntimeContext:
             self._write(t, data)
         self._handles.append(t)
         return t
+
+    def _mappers(self, shards, shared: bool) -> list[tuple[int, int]]:
+        """The PEs that map a new tensor: its shards' PEs, or every PE of its SIP."""
+        if shared:
+            return [(c, p) for c in range(self.spec.cubes_per_sip)
+                    for p in range(self.spec.pes_per_cube)]
+        return sorted({(s.cube, s.pe) for s in shards})
 
     @staticmethod
     def _nearest(copies: list[Placement], cube: int, pe: int) -> Placement:
@@ -192,11 +200,12 @@ class RuntimeContext:
         eng.run(eng.env.all_of(events))
 
     def empty(self, shape, dtype: str = "f16", dp: DPPolicy | None = None,
-              name: str | None = None, memory: str = "hbm") -> Tensor:
+              name: str | None = None, memory: str = "hbm", shared: bool = False) -> Tensor:
         """Allocate and map; no data is written (reading it in data mode is an error).
         ``memory``: where each shard lives, "hbm" (its PE's slice), "sram" (its
-        CUBE's SRAM) or "tcm" (its PE's TCM)."""
-        return self._create(shape, dtype, dp, name, None, memory)
+        CUBE's SRAM) or "tcm" (its PE's TCM). ``shared``: every PE of the SIP maps
+        the tensor (others reach its shards over the NoC), not only the shards' PEs."""
+        return self._create(shape, dtype, dp, name, None, memory, shared)
 
     def zeros(self, shape, dtype: str = "f16", dp: DPPolicy | None = None,
               name: str | None = None, memory: str = "hbm") -> Tensor:
@@ -204,11 +213,12 @@ class RuntimeContext:
                             memory)
 
     def from_numpy(self, array: np.ndarray, dtype: str | None = None, dp: DPPolicy | None = None,
-                   name: str | None = None, memory: str = "hbm") -> Tensor:
+                   name: str | None = None, memory: str = "hbm", shared: bool = False) -> Tensor:
         """Deploy ``array``; the device dtype follows the array (``ml_dtypes.bfloat16``
         arrays become bf16) unless ``dtype`` converts it."""
         arr = np.asarray(array)
-        return self._create(arr.shape, dtype or dtype_name(arr.dtype), dp, name, arr, memory)
+        return self._create(arr.shape, dtype or dtype_name(arr.dtype), dp, name, arr, memory,
+                            shared)
 
     def to_numpy(self, t: Tensor) -> np.ndarray:
         """Read a tensor back over PCIe (data mode) and reassemble its shards."""
@@ -349,7 +359,7 @@ class RuntimeContext:
         for t in self._tensors:
             if t.freed:
                 continue
-            for cube, pe in sorted({(p.shard.cube, p.shard.pe) for p in t.placements}):
+            for cube, pe in t.mapped_by:
                 mmu = self.engine.pe(t.sip, cube, pe).mmu
                 seen = set()
                 for p in t.placements:

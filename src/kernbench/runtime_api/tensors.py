@@ -31,6 +31,7 @@ class Tensor:
     sip: int = 0  # the device (SIP) the tensor lives on
     placements: list[Placement] = field(default_factory=list)
     freed: bool = False
+    mapped_by: list[tuple[int, int]] = field(default_factory=list)  # (cube, pe) that map it
 
     @property
     def nbytes(self) -> int:

@@ -17,7 +17,8 @@ from kernbench.isa.commands import CompositeCmd, OpSpec, Scope
 from kernbench.isa.handles import TensorHandle
 from kernbench.triton_emu import tl_recipes
 
-EPILOGUE_OPS = {"bias": ("bias",), "scale": ("factor",), "add": ("other",), "relu": (),
+EPILOGUE_OPS = {"bias": ("bias",), "scale": ("factor",), "add": ("other",), "mul": ("other",),
+                "relu": (),
                 "gelu": (), "silu": ()}
 _SCOPES = {"k_tile": Scope.K_TILE, "output_tile": Scope.OUTPUT_TILE, "kernel": Scope.KERNEL}
 _TENSOR_FIELDS = {"bias", "other"}  # epilogue fields that name tensors; the rest are numbers

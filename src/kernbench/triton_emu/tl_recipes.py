@@ -41,6 +41,10 @@ def _col(ops):  # (G, 1) accumulator-shaped, f32
     return ((ops["s"].shape[0], 1), "f32")
 
 
+def _rows(ops):  # one f32 per row of x
+    return ((ops["x"].shape[0], 1), "f32")
+
+
 RECIPES: dict[str, RecipeDescriptor] = {
     "softmax_merge": RecipeDescriptor(
         operands={"s": "R", "m": "RW", "l": "RW", "O": "RW"},
@@ -60,6 +64,25 @@ RECIPES: dict[str, RecipeDescriptor] = {
             EngineOp("copy", dst="m", src="m_new"),
         ),
         doc="online-softmax update of (m, l, O) by a score tile s; emits P = exp(s - m_new)",
+    ),
+    "rmsnorm": RecipeDescriptor(
+        operands={"x": "R", "w": "R", "eps": "R", "inv_d": "R", "y": "RW"},
+        scratch={
+            "sq": lambda ops: (ops["x"].shape, "f32"),
+            "ss": _rows, "den": _rows, "rms": _rows,
+            "xn": lambda ops: (ops["x"].shape, "f32"),
+        },
+        primary_out="y",
+        engine_seq=(
+            EngineOp("mul", dst="sq", src_a="x", src_b="x"),
+            EngineOp("rsum", dst="ss", src="sq", reduce_axis=-1),
+            EngineOp("fma", dst="den", src_a="ss", src_b="inv_d", src_c="eps"),
+            EngineOp("sqrt", dst="rms", src="den"),
+            EngineOp("div", dst="xn", src_a="x", src_b="rms"),
+            EngineOp("mul", dst="y", src_a="xn", src_b="w"),
+        ),
+        doc="y = x / sqrt(mean(x^2, -1) + eps) * w per row of x (f32 math, y in its own "
+            "dtype); y is bound to the GEMM's a",
     ),
 }
 

@@ -32,7 +32,7 @@ from kernbench.components.builtin.composite_values import (
     recipe_value,
 )
 from kernbench.components.builtin.dispatch import executes
-from kernbench.components.builtin.pe_ops import ready_at
+from kernbench.components.builtin.pe_ops import operand_ready
 from kernbench.components.builtin.tile_streams import GemmStream, MathStream
 from kernbench.isa.commands import CompositeCmd, OpSpec, Scope
 from kernbench.isa.handles import Completion
@@ -175,7 +175,7 @@ class CompositeFeeder:
         if not self._private(a, b, head.out, t0):
             return None
         plan = self.planner.plan(ops, g, cmd.tile_shape)
-        if max(ready_at(a), ready_at(b)) > t0 + plan.gemm_at:
+        if max(operand_ready(a, cmd), operand_ready(b, cmd)) > t0 + plan.gemm_at:
             return None
         self.planner.apply(plan, t0)
         if self.pe.data is not None:
@@ -212,7 +212,7 @@ class CompositeFeeder:
         a, b, out = head.operands["a"], head.operands["b"], head.out
         if self._private(a, b, out, t0):  # the loop alone, planned from its ready time
             k_epi, o_epi = tile_epilogues((head, *epilogues), 0)
-            ready = max(t0, ready_at(a), ready_at(b))
+            ready = max(t0, operand_ready(a, cmd), operand_ready(b, cmd))
             plan = self.planner.plan((head, *epilogues), 0, cmd.tile_shape)
             self.planner.apply(plan, ready)
             if self.pe.data is not None:

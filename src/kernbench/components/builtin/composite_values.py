@@ -17,6 +17,8 @@ def epilogue_value(op: OpSpec, acc: np.ndarray, read, out) -> np.ndarray:
         return acc * np.float32(op.extra["factor"])
     if kind == "add":
         return acc + read(op.operands["other"]).astype(np.float32)
+    if kind == "mul":
+        return acc * read(op.operands["other"]).astype(np.float32)
     if kind in numerics.UNARY:
         return numerics.UNARY[kind](acc)
     raise ValueError(f"unknown epilogue op {kind!r}")

@@ -20,6 +20,14 @@ def ready_at(h: TensorHandle) -> float:
     return p.done_at
 
 
+def operand_ready(h: TensorHandle, cmd) -> float:
+    """When a composite's GEMM operand is ready: one the composite's own prologue writes
+    (a recipe's read-write output) is ready when the prologue ends, where the loop starts."""
+    if any(op.out is h for op in cmd.ops if op.kind != "gemm"):
+        return 0.0
+    return ready_at(h)
+
+
 def view_va(h: TensorHandle, r0: int, c0: int) -> int:
     """Virtual address of element (r0, c0) of a 2-D HBM view (transposed views swap)."""
     if len(h.shape) != 2:

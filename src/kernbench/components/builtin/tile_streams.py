@@ -18,7 +18,7 @@ from collections import deque
 from kernbench.components import numerics
 from kernbench.components.builtin.composite_plan import tile_epilogues
 from kernbench.components.builtin.composite_values import epilogue_value, gemm_value
-from kernbench.components.builtin.pe_ops import ready_at, view_va
+from kernbench.components.builtin.pe_ops import operand_ready, ready_at, view_va
 from kernbench.components.tiling import chunks
 from kernbench.isa.dtypes import dtype_bytes
 from kernbench.isa.handles import Completion
@@ -118,7 +118,7 @@ class GemmStream:
 
     def __init__(self, feeder, cmd, head, epilogues, t0: float) -> None:
         self.pe, self.ops = feeder.pe, feeder.ops
-        self.head, self.t0 = head, t0
+        self.head, self.t0, self.cmd = head, t0, cmd
         self.a, self.b, self.out = head.operands["a"], head.operands["b"], head.out
         self.held, shape = feeder.planner.mapping(head, cmd.tile_shape)
         self.tiles, (self.tm, self.tk, _), budget = feeder.planner.gemm_tiles(head, shape)
@@ -141,8 +141,8 @@ class GemmStream:
         """The loop (a generator run by the feeder's process); returns the end time."""
         env, pe = self.pe.env, self.pe
         a, b, K = self.a, self.b, self.head.extra["k"]
-        a_ready = max(self.t0, ready_at(a)) if a.pinned else self.t0
-        b_ready = max(self.t0, ready_at(b)) if b.pinned else self.t0
+        a_ready = max(self.t0, operand_ready(a, self.cmd)) if a.pinned else self.t0
+        b_ready = max(self.t0, operand_ready(b, self.cmd)) if b.pinned else self.t0
         a_tile, panel_mi = self.t0, -1
         read = ("TileToken/DMA_READ", "DMA_READ")
         for tile in self.tiles:

@@ -1,0 +1,127 @@
+"""``kernbench model``: one inference step of a whole model on a system (decode for now),
+with the per-layer breakdown, TPOT, tokens/s and the analytic prediction."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+PHASES = ("decode", "prefill")
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("model", help="simulate one model step (decoder layers with tensor "
+                                     "parallelism, embedding, LM head)")
+    p.add_argument("--model", required=True, help="llama3-8b | llama3-70b | a Hugging Face "
+                                                  "config.json or the same keys in YAML")
+    p.add_argument("--topology", required=True, help="topology file or name")
+    p.add_argument("--phase", required=True, help="decode | prefill")
+    p.add_argument("--batch", type=int, required=True, help="users, one new token each")
+    p.add_argument("--context", type=int, required=True, help="tokens already in each "
+                                                              "user's KV cache")
+    p.add_argument("--layers", type=int, help="layers to simulate (default all; the rest "
+                                              "count as the last simulated one)")
+    p.add_argument("--tp", type=int, help="tensor-parallel ranks: k PEs of every CUBE "
+                                          "(default every PE)")
+    p.add_argument("--json", action="store_true", help="print one JSON document instead")
+    p.add_argument("--trace", metavar="OUT.json", help="write a Chrome/Perfetto timeline")
+    p.add_argument("--data", action="store_true", help="data mode: compute real values")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random weights (--data)")
+    p.add_argument("--dump", metavar="OUT.npz", help="write x, the weights, the KV caches and "
+                                                     "out (needs --data)")
+    p.set_defaults(func=run)
+
+
+def check_fit(model, spec, batch: int, context: int) -> None:
+    """Weights plus every user's KV cache must fit the system's HBM."""
+    from kernbench.errors import UsageError
+
+    pes = spec.sips.count * spec.cubes_per_sip * spec.pes_per_cube
+    have = pes * spec.hbm_slice_bytes
+    need = model.weight_bytes + model.kv_bytes(context + 1, batch)
+    if need > have:
+        raise UsageError(f"--model {model.name} --batch {batch} --context {context}: weights "
+                         f"plus KV cache need {need} bytes, {spec.name!r} has {have} bytes "
+                         f"of HBM")
+
+
+def _check(args) -> None:
+    from kernbench.cli.common import check_output_path
+    from kernbench.errors import UsageError
+    from kernbench.models import check_model_name
+
+    check_model_name(args.model)
+    if args.phase not in PHASES:
+        raise UsageError(f"--phase must be decode or prefill, got {args.phase!r}")
+    if args.phase == "prefill":
+        raise UsageError("--phase prefill: the prefill step is not simulated yet (decode only)")
+    for name in ("batch", "context", "layers", "tp"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise UsageError(f"--{name} must be a positive integer, got {value}")
+    if args.dump and not args.data:
+        raise UsageError("--dump needs --data (timing mode computes no values)")
+    check_output_path("--dump", args.dump)
+    check_output_path("--trace", args.trace)
+
+
+def run(args: argparse.Namespace) -> int:
+    from kernbench.cli.common import resolve_topology
+    from kernbench.experiments.llm.mapping import Dims
+    from kernbench.experiments.llm.step import run_decode_step
+    from kernbench.models import load_model
+    from kernbench.topology import load_topology
+
+    _check(args)
+    model = load_model(args.model)
+    graph = load_topology(resolve_topology(args.topology))
+    check_fit(model, graph.spec, args.batch, args.context)
+    r = run_decode_step(graph, Dims.of(model), args.batch, args.context, layers=args.layers,
+                        tp=args.tp, data=args.data, seed=args.seed, model=model.name,
+                        keep_records=bool(args.trace))
+    if args.dump:
+        import numpy as np
+
+        np.savez(args.dump, **r.arrays)
+    if args.trace:
+        from kernbench.sim_engine.chrome_trace import write_chrome_trace
+
+        write_chrome_trace([(None, r.engine.op_log.records)], args.trace)
+    if args.json:
+        sys.stdout.write(json.dumps(r.record, sort_keys=True) + "\n")
+        return 0
+    _table(sys.stdout, r.record)
+    for opt, path in (("arrays", args.dump), ("trace", args.trace)):
+        if path:
+            sys.stdout.write(f"# {opt} written to {path}\n")
+    return 0
+
+
+def _table(out, rec: dict) -> None:
+    us = 1e-3
+    pred = rec["analytic"]["layer_ns"]
+    out.write(f"# {rec['phase']} step of {rec['model']} on {rec['topology']}: batch "
+              f"{rec['batch']}, context {rec['context']}, tp {rec['tp']} ({rec['pes']} ranks), "
+              f"attention C={rec['C']} P={rec['P']}\n")
+    out.write(f"{'per layer':<16}{'simulated us':>14}{'analytic us':>14}\n")
+    for name, ns in rec["layer_ns"].items():
+        bound = pred.get(name)
+        out.write(f"{name:<16}{ns * us:>14.3f}"
+                  f"{'' if bound is None else f'{bound * us:.3f}':>14}\n")
+    total = sum(rec["layer_ns"].values())
+    out.write(f"{'layer':<16}{total * us:>14.3f}{rec['analytic']['layer_total_ns'] * us:>14.3f}\n")
+    out.write(f"{'exposed comm':<16}{rec['exposed_comm_ns'] * us:>14.3f}\n")
+    n, total_layers = rec["simulated_layers"], rec["layers"]
+    note = (f"{n} of {total_layers} layers simulated, the rest counted as the last"
+            if n < total_layers else f"all {n} layers simulated")
+    if rec["layer_spread"] is not None:
+        note += f"; layers 2..{n} differ by {100 * rec['layer_spread']:.3f} %"
+    out.write(f"# {note}\n")
+    out.write(f"embedding {rec['embedding_ns'] * us:.3f} us   LM head "
+              f"{rec['lm_head_ns'] * us:.3f} us\n")
+    out.write(f"step (TPOT) {rec['tpot_ms']:.4f} ms   analytic "
+              f"{rec['analytic']['step_ns'] * 1e-6:.4f} ms   error "
+              f"{100 * rec['analytic_error']:+.1f} %\n")
+    out.write(f"tokens/s per user {rec['tokens_per_s_user']:.1f}   per system "
+              f"{rec['tokens_per_s_system']:.1f}\n")

@@ -1,0 +1,235 @@
+"""A decoder layer on the simulated system, step by step (decode: one token per user).
+
+Each step is a launch the host waits for, so the steps' spans add up to the
+layer: ``qkv`` (attention RMSNorm + Q/K/V projections on every rank),
+``rope`` (rotation and KV-cache append on each group root), ``attention``
+(the gqa study's fused split-KV decode kernel as it is), ``o_proj``,
+``allreduce_attn``, ``ffn`` (FFN RMSNorm + SwiGLU) and ``allreduce_ffn``.
+The residual stream lives in two per-rank f32 buffers; the rank that
+carries the residual adds it in its projection's epilogue, so each
+all-reduce leaves the next residual on every rank.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kernbench.experiments.llm.tensors import Placer
+from kernbench.geometry.groups import centre_role, root_of, tree_role
+from kernbench.kernels.attention.decode import DecodeRank, UserBlock, gqa_decode
+from kernbench.kernels.attention.helpers import block_len, valid_len
+from kernbench.kernels.decoder import o_project, qkv_project, rope_append, swiglu_ffn
+from kernbench.kernels.per_rank import per_rank
+from kernbench.policy.placement import DPPolicy
+
+PHASES = ("qkv", "rope", "attention", "o_proj", "allreduce_attn", "ffn", "allreduce_ffn")
+COMM = ("rope", "allreduce_attn", "allreduce_ffn")  # steps that only move data
+ATTN_TILE = 256
+
+
+def _scaled(rng, shape, fan_in: int) -> np.ndarray:
+    return (rng.standard_normal(shape) / np.sqrt(fan_in)).astype(np.float16)
+
+
+class LayerWeights:
+    """One layer's weights: global matrices (data mode) and their per-rank shards."""
+
+    NAMES = ("attn_norm", "wq", "wk", "wv", "wo", "ffn_norm", "w_gate", "w_up", "w_down")
+
+    def __init__(self, place: Placer, dims, l: int, rng) -> None:
+        m, D, d, G, F = place.m, dims.D, dims.d, dims.G, dims.F
+        self.arrays: dict[str, np.ndarray] = {}
+        if place.data:
+            a = self.arrays
+            a["attn_norm"] = (1 + 0.1 * rng.standard_normal(D)).astype(np.float32)
+            a["wq"] = _scaled(rng, (D, dims.Hq * d), D)
+            a["wk"] = _scaled(rng, (D, dims.Hkv * d), D)
+            a["wv"] = _scaled(rng, (D, dims.Hkv * d), D)
+            a["wo"] = _scaled(rng, (dims.Hq * d, D), dims.Hq * d)
+            a["ffn_norm"] = (1 + 0.1 * rng.standard_normal(D)).astype(np.float32)
+            a["w_gate"], a["w_up"] = _scaled(rng, (D, F), D), _scaled(rng, (D, F), D)
+            a["w_down"] = _scaled(rng, (F, D), F)
+        a = self.arrays
+        sl = m.slices
+        any_slice = next(iter(sl.values()))
+        qk, v, o, cf = any_slice.qk, any_slice.v, any_slice.o, m.ffn_cols
+
+        def head_cols(r, which):
+            s = sl.get(r)
+            if s is None:
+                width = qk if which == "qk" else v
+                return np.zeros((D, width), np.float16)
+            h = s.group.head
+            if which == "qk":
+                full = np.concatenate([a["wq"][:, h * G * d:(h + 1) * G * d],
+                                       a["wk"][:, h * d:(h + 1) * d]], axis=1)
+                return full[:, s.qk0:s.qk0 + s.qk]
+            return a["wv"][:, h * d + s.v0:h * d + s.v0 + s.v]
+
+        def o_rows(r):
+            s = sl.get(r)
+            if s is None:
+                return np.zeros((o, D), np.float16)
+            base = s.group.head * G * d + s.o0
+            return a["wo"][base:base + s.o]
+
+        idx = {r: i for i, r in enumerate(m.ranks)}
+        cols = lambda r: slice(idx[r] * cf, (idx[r] + 1) * cf)  # noqa: E731
+        self.wqk = place.per_rank(f"wqk{l}", (D, qk), "f16", lambda r: head_cols(r, "qk"))
+        self.wv = place.per_rank(f"wv{l}", (D, v), "f16", lambda r: head_cols(r, "v"))
+        self.wo = place.per_rank(f"wo{l}", (o, D), "f16", o_rows)
+        self.wg = place.per_rank(f"wg{l}", (D, cf), "f16", lambda r: a["w_gate"][:, cols(r)])
+        self.wu = place.per_rank(f"wu{l}", (D, cf), "f16", lambda r: a["w_up"][:, cols(r)])
+        self.wd = place.per_rank(f"wd{l}", (cf, D), "f16", lambda r: a["w_down"][cols(r)])
+        self.attn_norm = place.replicated(f"attn_norm{l}", a.get("attn_norm"), (D,), "f32")
+        self.ffn_norm = place.replicated(f"ffn_norm{l}", a.get("ffn_norm"), (D,), "f32")
+
+
+def ptr(tensors: dict, r) -> int:
+    """The VA of rank ``r``'s shard of a {sip: tensor} set."""
+    sip, cube, pe = r
+    return tensors[sip].ptr(cube, pe, sip)
+
+
+class DecodeLayer:
+    """Runs decode layers on one host context; ``step`` times one and returns its spans."""
+
+    def __init__(self, ctx, all_reduce, place: Placer, dims, users: int, context: int,
+                 variant: str = "opt3") -> None:
+        self.ctx, self.all_reduce, self.place, self.dims = ctx, all_reduce, place, dims
+        self.m, self.T, self.S, self.variant = place.m, users, context, variant
+        m, d, G, T = self.m, dims.d, dims.G, users
+        self.slots = block_len(context + 1, m.C * m.P)
+        self.qk = {g.head: place.at_root(g, f"qk.h{g.head}", (T, (G + 1) * d), "f16")
+                   for g in m.groups}
+        self.v = {g.head: place.at_root(g, f"v.h{g.head}", (T, d), "f16") for g in m.groups}
+        self.o = {g.head: place.at_root(g, f"o.h{g.head}", (T, G * d), "f32")
+                  for g in m.groups}
+
+    def caches(self, l: int, rng) -> tuple[dict, dict]:
+        """Every (head, user) K^T and V of layer ``l`` (random keys and values in data
+        mode, dumped as ``k_cache``/``v_cache`` [B, S, Hkv, d])."""
+        dims, S, T = self.dims, self.S, self.T
+        kc = vc = None
+        if self.place.data:
+            kc = rng.standard_normal((T, S, dims.Hkv, dims.d)).astype(np.float16)
+            vc = rng.standard_normal((T, S, dims.Hkv, dims.d)).astype(np.float16)
+        out = {}
+        for g in self.m.groups:
+            for u in range(T):
+                keys = kc[u, :, g.head] if kc is not None else None
+                vals = vc[u, :, g.head] if vc is not None else None
+                out[(g.head, u)] = self.place.kv_cache(g, f"l{l}h{g.head}u{u}", keys, vals,
+                                                       self.slots, dims.d)
+        arrays = {} if kc is None else {"k_cache": kc, "v_cache": vc}
+        return out, arrays
+
+    def _launch(self, name: str, fn, plan: dict, sips="all", dp=None) -> None:
+        ctx = self.ctx
+        ctx.wait(ctx.launch(name, per_rank, fn, plan, dp=dp or self.place.rank_dp, sips=sips))
+
+    def _qkv(self, w: LayerWeights, x: dict) -> None:
+        dims, T = self.dims, self.T
+        plan = {}
+        for r, s in self.m.slices.items():
+            h = s.group.head
+            plan[r] = (ptr(x, r), ptr(w.attn_norm, r), ptr(w.wqk, r), ptr(w.wv, r),
+                       self.qk[h].va, self.v[h].va, T, dims.D, s.qk, s.v,
+                       (dims.G + 1) * dims.d, dims.d, s.qk0, s.v0, dims.eps)
+        self._launch("qkv", qkv_project, plan)
+
+    def _rope(self, caches: dict, angles: dict) -> None:
+        dims, T, ctx = self.dims, self.T, self.ctx
+        owner, col = divmod(self.S, self.slots)
+        handles = []
+        for g in self.m.groups:
+            root = root_of(g)
+            oc, op = g.cubes[owner // g.pes], owner % g.pes
+            slots = tuple((caches[(g.head, u)][0].ptr(oc, op, g.sip),
+                           caches[(g.head, u)][1].ptr(oc, op, g.sip), col, self.slots)
+                          for u in range(T))
+            plan = {root: (self.qk[g.head].va, self.v[g.head].va, ptr(angles["cos"], root),
+                           ptr(angles["sin"], root), T, dims.G + 1, dims.d, slots)}
+            ctx.set_device(g.sip)
+            handles.append(ctx.launch(f"rope.h{g.head}", per_rank, rope_append, plan,
+                                      dp=DPPolicy(num_cubes=1, cube_start=root[1])))
+        for h in handles:
+            ctx.wait(h)
+
+    def _attention(self, caches: dict) -> None:
+        ctx, m = self.ctx, self.m
+        ranks = {}
+        for g in m.groups:
+            ranks.update(self._group_ranks(g, caches))
+        handles = []
+        for g in m.groups:
+            ctx.set_device(g.sip)
+            dp = DPPolicy(cube="row_wise", num_cubes=len(g.cubes), cube_start=g.cube_start,
+                          pe="row_wise", num_pes=g.pes)
+            handles.append(ctx.launch(f"attention.h{g.head}", gqa_decode, ranks, dp=dp))
+        for h in handles:
+            ctx.wait(h)
+
+    def _group_ranks(self, g, caches: dict) -> dict:
+        """Each group PE's :class:`DecodeRank` over the cache plus the new token."""
+        dims, T, B = self.dims, self.T, self.slots
+        G, d = dims.G, dims.d
+        root = root_of(g)
+        ranks = {}
+        for i, cube in enumerate(g.cubes):
+            cube_children, cube_parent = centre_role(i % g.w, i // g.w, g.w, g.h)
+            for pe in range(g.pes):
+                rank = g.rank(cube, pe)
+                pe_children, pe_parent = tree_role(pe, g.pes)
+                users = tuple(
+                    UserBlock(self.qk[g.head].va + u * (G + 1) * d * 2,
+                              caches[(g.head, u)][0].ptr(cube, pe, g.sip),
+                              caches[(g.head, u)][1].ptr(cube, pe, g.sip),
+                              valid_len(self.S + 1, rank, B),
+                              self.o[g.head].va + u * G * d * 4
+                              if (g.sip, cube, pe) == root else None)
+                    for u in range(T))
+                ranks[(g.sip, cube, pe)] = DecodeRank(
+                    users, B, G, d, ATTN_TILE, 1.0 / np.sqrt(d), self.variant,
+                    tuple(dr for dr, _ in pe_children), pe_parent[0] if pe_parent else None,
+                    tuple(dr for dr, _ in cube_children) if pe == 0 else (),
+                    cube_parent[0] if (pe == 0 and cube_parent) else None)
+        return ranks
+
+    def _o_proj(self, w: LayerWeights, x: dict, partial: dict) -> None:
+        dims, T = self.dims, self.T
+        first = self.m.ranks[0]
+        plan = {}
+        for r in self.m.ranks:
+            s = self.m.slices.get(r)
+            o_ptr = self.o[s.group.head].va + s.o0 * 4 if s else 0
+            plan[r] = (o_ptr, ptr(w.wo, r), ptr(partial, r),
+                       ptr(x, r) if r == first else None, T, s.o if s else 0,
+                       dims.G * dims.d, dims.D)
+        self._launch("o_proj", o_project, plan)
+
+    def _ffn(self, w: LayerWeights, h: dict, partial: dict) -> None:
+        dims, T = self.dims, self.T
+        first = self.m.ranks[0]
+        plan = {r: (ptr(h, r), ptr(w.ffn_norm, r), ptr(w.wg, r), ptr(w.wu, r), ptr(w.wd, r),
+                    ptr(partial, r), ptr(h, r) if r == first else None, T, dims.D,
+                    self.m.ffn_cols, dims.eps)
+                for r in self.m.ranks}
+        self._launch("ffn", swiglu_ffn, plan)
+
+    def step(self, w: LayerWeights, caches: dict, bufs: tuple, angles: dict) -> dict:
+        """Run one layer from ``bufs[0]`` (x) back into ``bufs[0]``; {phase: ns}."""
+        env = self.ctx.engine.env
+        x, other = bufs
+        spans, t = {}, env.now
+        steps = (("qkv", lambda: self._qkv(w, x)), ("rope", lambda: self._rope(caches, angles)),
+                 ("attention", lambda: self._attention(caches)),
+                 ("o_proj", lambda: self._o_proj(w, x, other)),
+                 ("allreduce_attn", lambda: self.all_reduce(other)),
+                 ("ffn", lambda: self._ffn(w, other, x)),
+                 ("allreduce_ffn", lambda: self.all_reduce(x)))
+        for name, run in steps:
+            run()
+            spans[name] = env.now - t
+            t = env.now
+        return spans

@@ -1,0 +1,153 @@
+"""``kernbench model``: a decoder step over the system, checked against numpy and its own
+accounting (docs/host-api.md, "Decoder layers")."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from kernbench.cli.main import main
+from kernbench.experiments.llm.mapping import Dims, build
+from kernbench.experiments.llm.step import run_decode_step
+from kernbench.models import load_model
+from kernbench.topology import load_topology
+
+from .conftest import ROOT
+
+SMALL = str(ROOT / "config/topologies/small_2x2.yaml")
+TINY = str(ROOT / "config/models/tiny-gqa.yaml")
+WEIGHTS = ("attn_norm", "wq", "wk", "wv", "wo", "ffn_norm", "w_gate", "w_up", "w_down")
+
+
+def _rope(x, pos, theta):
+    """Rotate-half RoPE of x [T, H, d] at positions pos (written out per element pair)."""
+    d = x.shape[-1]
+    out = np.empty_like(x)
+    for i in range(d // 2):
+        t = pos[:, None] * theta ** (-2 * i / d)
+        a, b = x[..., i], x[..., i + d // 2]
+        out[..., i] = a * np.cos(t) - b * np.sin(t)
+        out[..., i + d // 2] = b * np.cos(t) + a * np.sin(t)
+    return out
+
+
+def _numpy_decode_layer(x, a, l, S, cfg):
+    """The Llama block of the issue, in float64, straight from the dump's arrays."""
+    w = {k: a[f"l{l}.{k}"].astype(np.float64) for k in WEIGHTS}
+    B, D = x.shape
+    Hq, Hkv, d = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
+    eps = cfg.rms_norm_eps
+
+    def norm(v, g):
+        return v / np.sqrt((v * v).mean(-1, keepdims=True) + eps) * g
+
+    n = norm(x, w["attn_norm"])
+    pos = np.full(B, float(S))
+    q = _rope((n @ w["wq"]).reshape(B, Hq, d), pos, cfg.rope_theta)
+    k = _rope((n @ w["wk"]).reshape(B, Hkv, d), pos, cfg.rope_theta)
+    v = (n @ w["wv"]).reshape(B, Hkv, d)
+    att = np.zeros((B, Hq, d))
+    for u in range(B):
+        keys = np.concatenate([a[f"l{l}.k_cache"][u], k[u:u + 1]]).astype(np.float64)
+        vals = np.concatenate([a[f"l{l}.v_cache"][u], v[u:u + 1]]).astype(np.float64)
+        for i in range(Hq):
+            s = keys[:, i // (Hq // Hkv)] @ q[u, i] / np.sqrt(d)
+            p = np.exp(s - s.max())
+            att[u, i] = (p / p.sum()) @ vals[:, i // (Hq // Hkv)]
+    h = x + att.reshape(B, Hq * d) @ w["wo"]
+    m = norm(h, w["ffn_norm"])
+    g = m @ w["w_gate"]
+    return h + (g / (1 + np.exp(-g)) * (m @ w["w_up"])) @ w["w_down"]
+
+
+@pytest.fixture(scope="module")
+def dumped(tmp_path_factory):
+    out = tmp_path_factory.mktemp("model") / "m.npz"
+    rc = main(["model", "--model", TINY, "--topology", SMALL, "--phase", "decode",
+               "--batch", "2", "--context", "37", "--data", "--seed", "3", "--dump", str(out)])
+    assert rc == 0
+    return dict(np.load(out))
+
+
+def test_two_layer_decode_equals_numpy(dumped):
+    cfg = load_model(TINY)
+    x = dumped["x"].astype(np.float64)
+    for layer in range(cfg.num_hidden_layers):
+        x = _numpy_decode_layer(x, dumped, layer, 37, cfg)
+    err = np.abs(dumped["out"] - x).max()
+    assert err < 2e-2 * np.abs(x).max(), err  # f16 operands, f32 accumulation
+    # and the block does something: out is far from x
+    assert np.abs(dumped["out"] - dumped["x"]).max() > 10 * err
+
+
+def test_dump_follows_the_keys_of_the_contract(dumped):
+    cfg = load_model(TINY)
+    B, S, D, d = 2, 37, cfg.hidden_size, cfg.head_dim
+    Hq, Hkv, F = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.intermediate_size
+    shapes = {"x": (B, D), "out": (B, D)}
+    for layer in range(2):
+        shapes.update({f"l{layer}.attn_norm": (D,), f"l{layer}.wq": (D, Hq * d),
+                       f"l{layer}.wk": (D, Hkv * d), f"l{layer}.wv": (D, Hkv * d),
+                       f"l{layer}.wo": (Hq * d, D), f"l{layer}.ffn_norm": (D,),
+                       f"l{layer}.w_gate": (D, F), f"l{layer}.w_up": (D, F),
+                       f"l{layer}.w_down": (F, D), f"l{layer}.k_cache": (B, S, Hkv, d),
+                       f"l{layer}.v_cache": (B, S, Hkv, d)})
+    assert {k: v.shape for k, v in dumped.items()} == shapes
+    assert all(v.dtype == np.float32 for v in dumped.values())
+
+
+@pytest.fixture(scope="module")
+def record():
+    cfg = load_model(TINY)
+    return run_decode_step(load_topology(SMALL), Dims.of(cfg), 3, 100, model=cfg.name).record
+
+
+def test_components_add_up_to_the_step(record):
+    layer = sum(record["layer_ns"].values())
+    assert record["simulated_layer_totals_ns"][-1] == pytest.approx(layer, rel=1e-12)
+    assert record["step_ns"] == pytest.approx(
+        record["embedding_ns"] + sum(record["simulated_layer_totals_ns"])
+        + record["lm_head_ns"], rel=1e-12)
+    assert record["tokens_per_s_system"] == pytest.approx(3 * record["tokens_per_s_user"])
+
+
+def test_the_step_is_never_below_its_analytic_bound(record):
+    pred = record["analytic"]
+    assert record["step_ns"] >= pred["step_ns"]
+    for op in ("qkv", "attention", "o_proj", "ffn"):
+        assert record["layer_ns"][op] >= pred["layer_ns"][op], op
+
+
+def test_fewer_layers_scale_by_the_last(record):
+    cfg = load_model(TINY)
+    one = run_decode_step(load_topology(SMALL), Dims.of(cfg), 3, 100, layers=1).record
+    assert one["simulated_layers"] == 1
+    assert one["step_ns"] == pytest.approx(
+        one["embedding_ns"] + 2 * one["simulated_layer_totals_ns"][0] + one["lm_head_ns"])
+    # layer 2 of the full run is layer 1 again (same shapes, idle system)
+    assert record["simulated_layer_totals_ns"][1] == pytest.approx(
+        one["simulated_layer_totals_ns"][0], rel=5e-3)
+
+
+def test_every_rank_takes_an_equal_share_of_each_projection():
+    spec = load_topology(ROOT / "config/topologies/llama70b_4sip.yaml").spec
+    dims = Dims.of(load_model("llama3-70b"))
+    m = build(spec, dims)
+    assert m.tp == 512 and len(m.ranks) == 512 and m.C * m.P * dims.Hkv == 512
+    sizes = {(s.qk, s.v, s.o) for s in m.slices.values()}
+    assert sizes == {(1152 // 64, 128 // 64, 1024 // 64)}
+    # together the ranks of a head cover its columns exactly once
+    for g in m.groups:
+        mine = sorted(s.qk0 for s in m.slices.values() if s.group is g)
+        assert mine == list(range(0, 1152, 18))
+    assert m.ffn_cols * 512 == dims.F
+
+
+def test_json_output_names_the_model_and_phase(capsys):
+    assert main(["model", "--model", TINY, "--topology", SMALL, "--phase", "decode",
+                 "--batch", "1", "--context", "16", "--layers", "1", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["model"] == "tiny-gqa" and doc["phase"] == "decode"
+    assert doc["simulated_layers"] == 1 and doc["layers"] == 2

@@ -30,6 +30,14 @@ def capacity(*change: str) -> list[str]:
     return ["capacity", *(x for kv in args.items() for x in kv)]
 
 
+def model_args(*change: str) -> list[str]:
+    """``kernbench model`` with good values but ``change`` (flag, value)."""
+    args = {"--model": str(ROOT / "config/models/tiny-gqa.yaml"), "--topology": SMALL,
+            "--phase": "decode", "--batch": "1", "--context": "16"}
+    args.update(dict(zip(change[::2], change[1::2], strict=True)))
+    return ["model", *(x for kv in args.items() for x in kv)]
+
+
 # (command line with a bad input, text the one-line message must contain)
 BAD = {
     "list": (["list", "--plugin-that-does-not-exist"], None),  # argparse: exit 2
@@ -74,6 +82,14 @@ BAD = {
     "job-out": (job(out="/dev/null/raw/r.json"), "--out /dev/null/raw/r.json: /dev/null is not"),
     "topology-render-out": (["topology", "render", SMALL, "--out", "/dev/null"],
                             "--out /dev/null: exists and is not a folder"),
+    "model-unknown": (model_args("--model", "gpt-17"), "gpt-17"),
+    "model-batch": (model_args("--batch", "0"), "--batch must be a positive integer, got 0"),
+    "model-context": (model_args("--context", "-4"), "--context must be a positive integer"),
+    "model-tp": (model_args("--tp", "5"), "--tp 5: on 'small_2x2' the ranks are k PEs"),
+    "model-heads": (model_args("--tp", "8", "--model", "llama3-8b"), "KV heads"),
+    "model-fit": (model_args("--context", "1000000000000"), "bytes of HBM"),
+    "model-phase": (model_args("--phase", "train"), "--phase must be decode or prefill"),
+    "model-dump": (model_args("--dump", "o.npz"), "--dump needs --data"),
 }
 
 # (command line that works, the internal function to break)

@@ -7,8 +7,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernbench.kernels.decoder import (embed, lm_head, o_project, qkv_project, rope_append,
-                                       swiglu_ffn)
+from kernbench.kernels.decoder import (
+    embed,
+    lm_head,
+    o_project,
+    qkv_project,
+    rope_append,
+    swiglu_ffn,
+)
 from kernbench.runtime_api import RuntimeContext
 from kernbench.sim_engine import GraphEngine
 from kernbench.topology import load_topology

@@ -57,6 +57,20 @@ def _efficiency(args):
                   f"`snakemake --cores 2 {TABLE}` (or name one with --table)")
 
 
+def _simulated_axis(result: dict, model: str, topology: str, args) -> None:
+    """Axis C from the llm study's simulated decode steps, when its table has this model
+    on this topology (the efficiency estimate stays in ``result['axes']['C_roofline']``)."""
+    from kernbench.capacity.steps import TABLE, StepTimes, axis_c
+
+    steps = StepTimes.from_table(TABLE, model, topology) if TABLE.is_file() else None
+    if steps is None:
+        return
+    v = {**result["inputs"], **result["values"]}
+    result["axes"]["C_roofline"] = result["axes"]["C"]
+    result["axes"]["C"] = {"title": "latency (simulated steps)",
+                           **axis_c(steps, v, args.context, args.users, args.tpot_ms / 1e3)}
+
+
 def run(args) -> int:
     from kernbench.capacity.planner import Chip, fmt, plan
     from kernbench.models import load_model
@@ -65,6 +79,7 @@ def run(args) -> int:
     model, chip = load_model(args.model), Chip.from_topology(args.topology)
     eff, why = _efficiency(args)
     result = plan(model, chip, eff, args.context, args.users, args.tpot_ms, why)
+    _simulated_axis(result, model.name, chip.name, args)
     if args.json:
         print(json.dumps(result, sort_keys=True))
         return 0

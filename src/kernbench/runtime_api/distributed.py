@@ -62,9 +62,7 @@ class AhbmBackend:
     """The installed process group: algorithm, neighbour tables and queue config."""
 
     def __init__(self, ctx, algorithm: str | None = None, config_path=None,
-                 ipcq: dict | None = None, pes=None, extra_tables: dict | None = None) -> None:
-        """``extra_tables``: other neighbour tables (e.g. an attention kernel's reduce
-        trees) installed together with the algorithm's, sharing its queue config."""
+                 ipcq: dict | None = None, pes=None) -> None:
         doc = ccl_config.load(config_path)
         self.cfg = ccl_config.resolve(doc, algorithm, ipcq=ipcq, pes=pes)
         cls = ccl_config.algorithm_class(self.cfg)
@@ -80,7 +78,7 @@ class AhbmBackend:
         self.tables = self.algorithm.directions()
         system = ctx.system
         self.queues = install_queues(
-            ctx.engine, merge_tables(self.tables, extra_tables or {}, self.name), self.cfg.ipcq,
+            ctx.engine, self.tables, self.cfg.ipcq,
             lambda pe, tier, nbytes: system.alloc(tier, *pe, nbytes))
         self.peers = {pe: dict(t) for pe, t in self.tables.items()}
         self._costs: Costs | None = None  # the model's cost cache, built on first use
@@ -141,21 +139,6 @@ class AhbmBackend:
         start = min(s for s, _ in launch.kernel_spans)
         phases = phase_times(ctx.engine, launch, model, start)
         return CollectiveResult(launch, n, dtype, op, g.size, model["latency_ns"], phases)
-
-
-def merge_tables(own: dict, extra: dict, name: str) -> dict:
-    """Both sets of neighbour tables on the same PEs; a direction both use for different
-    peers is refused (one PE_IPCQ queue per direction)."""
-    merged = {pe: dict(t) for pe, t in own.items()}
-    for pe, table in extra.items():
-        mine = merged.setdefault(pe, {})
-        for d, peer in table.items():
-            if mine.get(d, peer) != peer:
-                raise UsageError(f"all_reduce {name!r}: PE {pe} already sends {d} to "
-                                 f"{mine[d]}; the other tables send it to {peer} "
-                                 f"(choose an algorithm with other directions)")
-            mine[d] = peer
-    return merged
 
 
 def check_op(op) -> str:

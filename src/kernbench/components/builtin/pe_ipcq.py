@@ -149,6 +149,20 @@ def install_queues(engine, tables: dict[Coord, dict[str, Coord]], cfg: IpcqConfi
     return count
 
 
+def queue_sets(engine) -> dict:
+    """Every PE's installed IPCQ state (neighbours, config, queues), to put back later
+    with :func:`use_queue_sets`: two sets of tables whose directions overlap (a
+    collective's ring and an attention kernel's trees) each keep their own queues."""
+    return {c: (u.ipcq.neighbours, u.ipcq.config, u.ipcq.out, u.ipcq.inbox)
+            for c, u in engine.pes.items()}
+
+
+def use_queue_sets(engine, sets: dict) -> None:
+    for c, (neighbours, config, out, inbox) in sets.items():
+        unit = engine.pe(*c).ipcq
+        unit.neighbours, unit.config, unit.out, unit.inbox = neighbours, config, out, inbox
+
+
 # -- send ------------------------------------------------------------------------------------
 def _message_flow(services, q: IpcqQueue, nbytes: int) -> FlowSpec:
     """The flow of an ``nbytes`` message of ``q`` (cached per size)."""

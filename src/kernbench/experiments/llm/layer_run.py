@@ -95,8 +95,9 @@ class DecodeLayer:
     """Runs decode layers on one host context; ``step`` times one and returns its spans."""
 
     def __init__(self, ctx, all_reduce, place: Placer, dims, users: int, context: int,
-                 variant: str = "opt3") -> None:
+                 variant: str = "opt3", use_queues=None) -> None:
         self.ctx, self.all_reduce, self.place, self.dims = ctx, all_reduce, place, dims
+        self.use_queues = use_queues  # switches PE_IPCQ to the attention's queue set
         self.m, self.T, self.S, self.variant = place.m, users, context, variant
         m, d, G, T = self.m, dims.d, dims.G, users
         self.slots = block_len(context + 1, m.C * m.P)
@@ -158,6 +159,7 @@ class DecodeLayer:
 
     def _attention(self, caches: dict) -> None:
         ctx, m = self.ctx, self.m
+        self.use_queues("attention")
         ranks = {}
         for g in m.groups:
             ranks.update(self._group_ranks(g, caches))

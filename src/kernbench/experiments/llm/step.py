@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kernbench.errors import UsageError
+from kernbench.components.builtin.pe_ipcq import queue_sets, use_queue_sets
 from kernbench.experiments.llm import analytic
 from kernbench.experiments.llm.layer_run import PHASES, DecodeLayer, LayerWeights, ptr
 from kernbench.experiments.llm.mapping import Dims, build
@@ -47,10 +48,13 @@ class _Step:
         self.mapping = build(graph.spec, dims, tp)
         self.engine = GraphEngine(graph, enable_data=data, keep_records=keep_records)
         self.ctx = RuntimeContext(self.engine)
-        g = dims.G * dims.d * 4  # one attention state message (O rows, f32)
-        self.backend = AhbmBackend(self.ctx, algorithm, pes=tuple(range(self.mapping.k)),
-                                   ipcq={"slot_bytes": max(4096, g)},
-                                   extra_tables=reduce_tables(list(self.mapping.groups)))
+        for c in self.mapping.ranks:  # create every rank's PE before the queue sets
+            self.engine.pe(*c)
+        self.backend = AhbmBackend(self.ctx, algorithm, pes=tuple(range(self.mapping.k)))
+        self.queues = {"collective": queue_sets(self.engine)}
+        self.ctx.install_ipcq(reduce_tables(list(self.mapping.groups)), slots=4,
+                              slot_bytes=max(4096, dims.G * dims.d * 4))
+        self.queues["attention"] = queue_sets(self.engine)
         self.place = Placer(self.ctx, self.mapping, data)
         self.rng = np.random.default_rng(seed)
         self.arrays: dict[str, np.ndarray] = {}
@@ -70,7 +74,12 @@ class _Step:
         fn()
         return env.now - t
 
+    def use_queues(self, name: str) -> None:
+        """Switch every PE to the collective's or the attention's IPCQ queues."""
+        use_queue_sets(self.engine, self.queues[name])
+
     def _all_reduce(self, tensors):
+        self.use_queues("collective")
         res = self.backend.all_reduce_all(tensors)
         self.collectives.append(res.predicted_ns)
         return res
@@ -117,7 +126,7 @@ class _Step:
 
 def run_decode_step(graph, dims: Dims, users: int, context: int, *, layers: int | None = None,
                     tp: int | None = None, data: bool = False, seed: int = 0,
-                    model: str = "", algorithm: str | None = "ring",
+                    model: str = "", algorithm: str | None = None,
                     keep_records: bool = False) -> StepRun:
     """Simulate one decode step of ``dims`` (``layers`` of its layers, default all)."""
     _positive("batch", users)
@@ -129,7 +138,8 @@ def run_decode_step(graph, dims: Dims, users: int, context: int, *, layers: int 
     embed_ns = st.embedding()
     if data:
         st.arrays["x"] = st.read_x()
-    layer = DecodeLayer(st.ctx, st._all_reduce, st.place, dims, users, context)
+    layer = DecodeLayer(st.ctx, st._all_reduce, st.place, dims, users, context,
+                        use_queues=st.use_queues)
     spans = []
     for l in range(n):
         w = LayerWeights(st.place, dims, l, st.rng)

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kernbench.errors import UsageError
 from kernbench.components.builtin.pe_ipcq import queue_sets, use_queue_sets
+from kernbench.errors import UsageError
 from kernbench.experiments.llm import analytic
 from kernbench.experiments.llm.layer_run import PHASES, DecodeLayer, LayerWeights, ptr
 from kernbench.experiments.llm.mapping import Dims, build

@@ -174,6 +174,17 @@ def test_model_tracks_the_simulation(algorithm):
     assert abs(run.rel_error) < 0.10
 
 
+def test_a_long_ring_with_eight_pes_per_cube_completes():
+    """Regression: 32 ranks (8 PEs per CUBE) and 544 KiB each keep the ring's IPCQ streams
+    busy for thousands of rate changes; the fluid model dropped the bytes its queues held
+    below its tolerance without counting them delivered, until a drained stream stopped
+    short of its last message and the run deadlocked (as llama70b_4sip did at 512 KiB).
+    It completes, and the alpha-beta model, written independently, still tracks it."""
+    run = run_allreduce(graph("small_2x2"), "ring", 557056, dtype="f32", pes=tuple(range(8)))
+    assert run.ranks == 32
+    assert abs(run.rel_error) < 0.10
+
+
 @pytest.mark.slow
 def test_ring_at_the_largest_size_is_within_ten_percent_of_its_prediction():
     big = run_allreduce(graph("sips6_torus"), "ring", 96 * 1024)

@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 
 from kernbench.components.builtin.pe_ipcq import IpcqConfig
+from kernbench.components.fair_share import IPCQ, Resource
+from kernbench.components.fluid_stream import TINY, Member, Stream
 from kernbench.errors import ConfigError, SimulationError
 from kernbench.policy.placement import DPPolicy
 from kernbench.runtime_api import RuntimeContext
@@ -226,6 +228,30 @@ def test_ipcq_does_not_queue_behind_bulk_dma_but_delays_it(with_sharing, policy)
         assert ends[True][1] - ends[False][1] == pytest.approx(lost, rel=1e-6)
     else:
         assert max(ends[True]) - max(ends[False]) == pytest.approx(lost, rel=1e-6)
+
+
+def test_a_drained_stream_has_delivered_every_byte_it_sent():
+    """Conservation in the shared-link fluid: a stream whose source has stopped and whose
+    queues are empty has delivered all it sent, so its last message is delivered. Here the
+    last hop passes a hair less than it gets (rates that differ by float noise are not
+    propagated), so at every settle that hop queues fewer than TINY bytes, which are
+    dropped: they must pass on, not vanish (they added up on long-lived IPCQ streams
+    until a send never completed and the ring all-reduce deadlocked)."""
+    rate, slack, step, steps = 128.0, 1e-9, 5.0, 1000
+    assert 0.0 < rate * slack * step < TINY  # what the hop queues per settle
+    s = Stream(0, "route", tuple(Resource(i, rate) for i in range(3)), (float("inf"),) * 3,
+               rate, IPCQ, 0.0, 0.0)
+    m = Member(int(rate * step * steps), 0.0, None)
+    s.add(m)
+    s.arr = [rate, rate, rate]
+    s.out = [rate, rate, rate * (1.0 - slack)]
+    s.refresh()
+    for i in range(1, steps + 1):
+        s.settle(i * step)
+    assert not s.sending and s.sent_bytes == m.nbytes  # the source has sent it all
+    assert s.backlog == [0.0] * 3 and s.out == [0.0] * 3  # drained: nothing moves any more
+    assert s.delivered == s.sent_bytes
+    assert s.delivered_members() == [m]
 
 
 # -- misuse and deadlock -----------------------------------------------------------------

@@ -62,7 +62,7 @@ class Stream:
         self.out = [0.0] * n  # rate out of each resource (the last: delivery)
         self.level = 0.0  # bytes each sending transfer has sent (they send in turn)
         self.sent_bytes = 0.0
-        self.delivered = 0.0
+        self.delivered = 0.0  # sent_bytes less the bytes queued on the route
         self.targets = 0.0  # sum of the sending transfers' targets
         self.sending: list[tuple] = []  # heap of (target, seq, member)
         self.sent: deque[Member] = deque()  # sent, in order, waiting for delivery
@@ -98,17 +98,24 @@ class Stream:
             return
         self.t_last = now
         out = self.out
-        self.delivered += out[-1] * dt
+        queued = 0.0
         if self.queues:
             backlog = self.backlog
             for k in self.queues:
                 b = backlog[k] + (out[k - 1] - out[k]) * dt
                 if b <= TINY and backlog[k] > 0.0:
                     self.pending = True  # a queue ran out: served at its arrival rate
-                backlog[k] = b if b > TINY else 0.0
+                backlog[k] = b = b if b > TINY else 0.0
+                queued += b
         if self.sending:
             self.sent_bytes += out[0] * dt
             self.level += out[0] * dt / len(self.sending)
+        # delivered = sent less queued, not a separate integral of the delivery rate:
+        # the bytes a queue drops below TINY (rates equal but for float noise) then pass
+        # on instead of going missing, which over a long-lived stream left a drained
+        # stream short of its last transfer's mark, never delivering it
+        self.delivered = self.sent_bytes - queued
+        if self.sending:
             self._sent_out()
 
     def refresh(self) -> None:

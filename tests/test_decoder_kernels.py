@@ -55,7 +55,7 @@ def test_lm_head_is_rmsnorm_then_the_projection(ctx):
     w = f16(rng.standard_normal((D, 48)) / np.sqrt(D))
     out = ctx.empty((T, 48), "f32")
     run(ctx, lm_head, ctx.from_numpy(x), ctx.from_numpy(g), ctx.from_numpy(w), out, T, D, 48,
-        EPS)
+        EPS, 3)  # rows 0-2, then row 3
     close(ctx.to_numpy(out), f16(norm(x, g)).astype(np.float64) @ w)
 
 
@@ -66,7 +66,7 @@ def test_qkv_project_writes_its_columns_into_both_buffers(ctx):
     wqk, wv = f16(rng.standard_normal((D, 8)) / 11), f16(rng.standard_normal((D, 4)) / 11)
     qk, v = ctx.zeros((T, 24), "f16"), ctx.zeros((T, 12), "f16")
     run(ctx, qkv_project, ctx.from_numpy(x), ctx.from_numpy(g), ctx.from_numpy(wqk),
-        ctx.from_numpy(wv), qk, v, T, D, 8, 4, 24, 12, 16, 4, EPS)
+        ctx.from_numpy(wv), qk, v, T, D, 8, 4, 24, 12, 16, 4, EPS, 3)
     n = f16(norm(x, g)).astype(np.float64)
     got_qk, got_v = ctx.to_numpy(qk), ctx.to_numpy(v)
     close(got_qk[:, 16:24], n @ wqk)
@@ -84,7 +84,7 @@ def test_swiglu_ffn_with_the_residual(ctx):
     H = ctx.from_numpy(h)
     out = ctx.empty((T, D), "f32")
     run(ctx, swiglu_ffn, H, ctx.from_numpy(g), ctx.from_numpy(wg), ctx.from_numpy(wu),
-        ctx.from_numpy(wd), out, H, T, D, F, EPS)
+        ctx.from_numpy(wd), out, H, T, D, F, EPS, 3)
     n = f16(norm(h, g)).astype(np.float64)
     a, b = n @ wg, n @ wu
     act = f16(a / (1 + np.exp(-a)) * b).astype(np.float64)

@@ -24,23 +24,29 @@ def _norm_in(tl, x, norm_w, T: int, D: int, eps: float):
 
 
 def qkv_project(x, norm_w, w_qk, w_v, qk, v, T: int, D: int, qk_cols: int, v_cols: int,
-                qk_width: int, v_width: int, qk_col0: int, v_col0: int, eps: float, *, tl):
+                qk_width: int, v_width: int, qk_col0: int, v_col0: int, eps: float,
+                rows: int, *, tl):
     """This rank's columns of rmsnorm(x) @ [W_q | W_k] and of rmsnorm(x) @ W_v, stored
-    into its attention group's [T, qk_width] and [T, v_width] buffers (f16)."""
-    item, y = _norm_in(tl, x, norm_w, T, D, eps)
-    if qk_cols:
-        out = tl.composite("gemm", prologue=[item], b=tl.ref(w_qk, (D, qk_cols), "f16"),
-                           out_dtype="f16")
-        tl.store(qk + qk_col0 * F16, out, row_stride=qk_width)
-        item = None
-    if v_cols:
-        if item is None:
-            tl.wait(y)  # a composite's TCM operands must be finished when it is issued
-            out = tl.composite("gemm", a=y, b=tl.ref(w_v, (D, v_cols), "f16"), out_dtype="f16")
-        else:
-            out = tl.composite("gemm", prologue=[item], b=tl.ref(w_v, (D, v_cols), "f16"),
-                               out_dtype="f16")
-        tl.store(v + v_col0 * F16, out, row_stride=v_width)
+    into its attention group's [T, qk_width] and [T, v_width] buffers (f16), ``rows``
+    token rows at a time (what the scratch holds)."""
+    for r0 in range(0, T, rows):
+        n = min(rows, T - r0)
+        with tl.scratch_scope():
+            item, y = _norm_in(tl, x + r0 * D * F32, norm_w, n, D, eps)
+            if qk_cols:
+                out = tl.composite("gemm", prologue=[item], b=tl.ref(w_qk, (D, qk_cols), "f16"),
+                                   out_dtype="f16")
+                tl.store(qk + (r0 * qk_width + qk_col0) * F16, out, row_stride=qk_width)
+                item = None
+            if v_cols:
+                if item is None:
+                    tl.wait(y)  # a composite's TCM operands must be finished when issued
+                    out = tl.composite("gemm", a=y, b=tl.ref(w_v, (D, v_cols), "f16"),
+                                       out_dtype="f16")
+                else:
+                    out = tl.composite("gemm", prologue=[item],
+                                       b=tl.ref(w_v, (D, v_cols), "f16"), out_dtype="f16")
+                tl.store(v + (r0 * v_width + v_col0) * F16, out, row_stride=v_width)
 
 
 def rope_rows(tl, ptr: int, cos, sin, rows: int, heads: int, d: int) -> None:
@@ -96,21 +102,27 @@ def o_project(o, w_o, partial, residual, T: int, rows: int, o_width: int, D: int
 
 
 def swiglu_ffn(h, norm_w, w_gate, w_up, w_down, partial, residual, T: int, D: int, cols: int,
-               eps: float, *, tl):
+               eps: float, rows: int, *, tl):
     """partial [T, D] (f32) = (silu(n W_gate) * (n W_up)) W_down over this rank's ``cols``
-    FFN columns, n = rmsnorm(h) (+ the residual h on the rank that carries it)."""
-    item, y = _norm_in(tl, h, norm_w, T, D, eps)
-    gate = tl.composite("gemm", prologue=[item], b=tl.ref(w_gate, (D, cols), "f16"),
-                        out_dtype="f32", epilogue=[{"op": "silu"}])
-    tl.wait(gate)
-    act = tl.composite("gemm", a=y, b=tl.ref(w_up, (D, cols), "f16"), out_dtype="f16",
-                       epilogue=[{"op": "mul", "other": gate}])
-    tl.wait(act)
-    epilogue = []
-    if residual is not None:
-        epilogue = [{"op": "add", "other": tl.load(residual, (T, D), "f32")}]
-    tl.wait(tl.composite("gemm", a=act, b=tl.ref(w_down, (cols, D), "f16"), out_ptr=partial,
-                         out_dtype="f32", epilogue=epilogue))
+    FFN columns, n = rmsnorm(h) (+ the residual h on the rank that carries it), ``rows``
+    token rows at a time."""
+    for r0 in range(0, T, rows):
+        n = min(rows, T - r0)
+        with tl.scratch_scope():
+            item, y = _norm_in(tl, h + r0 * D * F32, norm_w, n, D, eps)
+            gate = tl.composite("gemm", prologue=[item], b=tl.ref(w_gate, (D, cols), "f16"),
+                                out_dtype="f32", epilogue=[{"op": "silu"}])
+            tl.wait(gate)
+            act = tl.composite("gemm", a=y, b=tl.ref(w_up, (D, cols), "f16"), out_dtype="f16",
+                               epilogue=[{"op": "mul", "other": gate}])
+            tl.wait(act)
+            epilogue = []
+            if residual is not None:
+                epilogue = [{"op": "add",
+                             "other": tl.load(residual + r0 * D * F32, (n, D), "f32")}]
+            tl.wait(tl.composite("gemm", a=act, b=tl.ref(w_down, (cols, D), "f16"),
+                                 out_ptr=partial + r0 * D * F32, out_dtype="f32",
+                                 epilogue=epilogue))
 
 
 def embed(table, partial, T: int, D: int, rows: tuple, *, tl):
@@ -125,8 +137,12 @@ def embed(table, partial, T: int, D: int, rows: tuple, *, tl):
                                                          out_dtype="f32"))
 
 
-def lm_head(x, norm_w, w, logits, T: int, D: int, cols: int, eps: float, *, tl):
-    """This rank's vocabulary columns of the logits: rmsnorm(x) @ W_lm[:, shard] (f32)."""
-    item, _ = _norm_in(tl, x, norm_w, T, D, eps)
-    tl.wait(tl.composite("gemm", prologue=[item], b=tl.ref(w, (D, cols), "f16"),
-                         out_ptr=logits, out_dtype="f32"))
+def lm_head(x, norm_w, w, logits, T: int, D: int, cols: int, eps: float, rows: int, *, tl):
+    """This rank's vocabulary columns of the logits: rmsnorm(x) @ W_lm[:, shard] (f32),
+    ``rows`` token rows at a time."""
+    for r0 in range(0, T, rows):
+        n = min(rows, T - r0)
+        with tl.scratch_scope():
+            item, _ = _norm_in(tl, x + r0 * D * F32, norm_w, n, D, eps)
+            tl.wait(tl.composite("gemm", prologue=[item], b=tl.ref(w, (D, cols), "f16"),
+                                 out_ptr=logits + r0 * cols * F32, out_dtype="f32"))

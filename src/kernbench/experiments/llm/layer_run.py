@@ -85,6 +85,13 @@ class LayerWeights:
         self.ffn_norm = place.replicated(f"ffn_norm{l}", a.get("ffn_norm"), (D,), "f32")
 
 
+def row_block(spec, D: int, cols: int) -> int:
+    """Token rows a norm + projection kernel takes at once: its f32 input, squares and
+    normalised rows, the f16 operand, its outputs and a residual must fit the scratch."""
+    per_row = D * (4 + 4 + 4 + 2 + 4) + cols * (4 + 2)
+    return max(1, (spec.pe.kernel_scratch_bytes * 3 // 4 - 8 * D) // per_row)
+
+
 def ptr(tensors: dict, r) -> int:
     """The VA of rank ``r``'s shard of a {sip: tensor} set."""
     sip, cube, pe = r
@@ -136,7 +143,8 @@ class DecodeLayer:
             h = s.group.head
             plan[r] = (ptr(x, r), ptr(w.attn_norm, r), ptr(w.wqk, r), ptr(w.wv, r),
                        self.qk[h].va, self.v[h].va, T, dims.D, s.qk, s.v,
-                       (dims.G + 1) * dims.d, dims.d, s.qk0, s.v0, dims.eps)
+                       (dims.G + 1) * dims.d, dims.d, s.qk0, s.v0, dims.eps,
+                       row_block(self.ctx.spec, dims.D, s.qk))
         self._launch("qkv", qkv_project, plan)
 
     def _rope(self, caches: dict, angles: dict) -> None:
@@ -213,9 +221,10 @@ class DecodeLayer:
     def _ffn(self, w: LayerWeights, h: dict, partial: dict) -> None:
         dims, T = self.dims, self.T
         first = self.m.ranks[0]
+        rows = row_block(self.ctx.spec, dims.D, 2 * self.m.ffn_cols)
         plan = {r: (ptr(h, r), ptr(w.ffn_norm, r), ptr(w.wg, r), ptr(w.wu, r), ptr(w.wd, r),
                     ptr(partial, r), ptr(h, r) if r == first else None, T, dims.D,
-                    self.m.ffn_cols, dims.eps)
+                    self.m.ffn_cols, dims.eps, rows)
                 for r in self.m.ranks}
         self._launch("ffn", swiglu_ffn, plan)
 

@@ -16,7 +16,7 @@ import numpy as np
 from kernbench.components.builtin.pe_ipcq import queue_sets, use_queue_sets
 from kernbench.errors import UsageError
 from kernbench.experiments.llm import analytic
-from kernbench.experiments.llm.layer_run import PHASES, DecodeLayer, LayerWeights, ptr
+from kernbench.experiments.llm.layer_run import PHASES, DecodeLayer, LayerWeights, ptr, row_block
 from kernbench.experiments.llm.mapping import Dims, build
 from kernbench.experiments.llm.reference import rope_angles
 from kernbench.experiments.llm.tensors import Placer
@@ -115,8 +115,9 @@ class _Step:
                                            / np.sqrt(dims.D)).astype(np.float16))
         norm = self.place.replicated("norm", np.ones(dims.D, np.float32), (dims.D,), "f32")
         logits = self.place.per_rank("logits", (T, vc), "f32")
+        rows = row_block(self.ctx.spec, dims.D, vc)
         plan = {r: (ptr(self.bufs[0], r), ptr(norm, r), ptr(w, r), ptr(logits, r), T, dims.D,
-                    vc, dims.eps) for r in m.ranks}
+                    vc, dims.eps, rows) for r in m.ranks}
         return self._timed(lambda: self.ctx.wait(self.ctx.launch(
             "lm_head", per_rank, lm_head, plan, dp=self.place.rank_dp, sips="all")))
 

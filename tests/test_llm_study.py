@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import os
 import subprocess
 import sys
 
@@ -303,3 +304,22 @@ def test_a_job_with_an_unknown_override_key_exits_2_and_writes_nothing(tmp_path)
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "pe.gemm.no_such_key" in lines[0], proc.stderr
     assert not out.exists()
+
+
+def test_a_job_process_is_lean_and_writes_the_same_bytes_as_in_process(sweep, records,
+                                                                        tmp_path):
+    """``kernbench job`` in its own process (another hash seed): no pandas or matplotlib,
+    and the record byte for byte as the in-process run wrote it."""
+    job = _by_point(sweep, "tiny-gqa-decode-b2-s64")
+    out = tmp_path / "r.json"
+    args = ["job", "--experiment", "llm", "--topology-id", job.topology, "--topology-file",
+            job.topology_file, "--workload-id", job.workload, "--variant-id", job.variant,
+            "--slice", job.slice_json(), "--out", str(out)]
+    code = ("import sys\nfrom kernbench.cli.main import main\n"
+            f"rc = main({args!r})\n"
+            "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('pandas', "
+            "'matplotlib'))\nprint(rc, heavy)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300, cwd=ROOT, env={**os.environ, "PYTHONHASHSEED": "7"})
+    assert proc.stdout.strip() == "0 []", proc.stdout + proc.stderr
+    assert out.read_text() == dumps_pretty(records[job.output])

@@ -84,6 +84,8 @@ def build(out_dir: str | Path, title: str, summaries: dict[str, list[str]],
         + "".join(f"<li>{html.escape(line)}</li>" for line in lines) + "</ul>"
         for exp, lines in summaries.items())
     tables = "".join(_panel_html(*p) for p in panels)
+    if tables:
+        tables = "<h2>Study tables</h2>" + tables
     page = (_PAGE.replace("@TITLE@", html.escape(title))
             .replace("@HEADLINES@", heads + tables)
             .replace("@FIGURES@", "\n".join(cards))

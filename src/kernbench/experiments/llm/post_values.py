@@ -199,7 +199,7 @@ def _overview(v: dict, df: pd.DataFrame) -> None:
     v["errmax"] = num(100 * float(fits["analytic_error"].max()), 1) if len(fits) else MISSING
     nf = d[~d["fits"].astype(bool)] if len(d) else d
     if len(nf):
-        r = nf.iloc[0]
+        r = nf.loc[nf["bytes_needed"].astype(float).idxmax()]
         v["nf/model"], v["nf/batch"] = text(r["model"]), count(int(r["batch"]))
         v["nf/context"], v["nf/topology"] = count(int(r["context"])), text(r["topology"])
         v["nf/needgib"], v["nf/havegib"] = gib(r["bytes_needed"]), gib(r["bytes_available"])

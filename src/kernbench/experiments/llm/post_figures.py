@@ -29,6 +29,14 @@ def _empty(ax, message: str) -> None:
     ax.set_yticks([])
 
 
+def _components(df: pd.DataFrame) -> list[str]:
+    """The per-layer components the table has: the decode step's, then any other (a
+    phase may time its layer in other parts)."""
+    found = [c[len("layer_"):-len("_ns")] for c in df.columns
+             if c.startswith("layer_") and c.endswith("_ns") and c != "layer_ns"]
+    return [c for c in COMPONENTS if c in found] + sorted(set(found) - set(COMPONENTS))
+
+
 def _breakdown(df: pd.DataFrame, out: Path) -> list[Path]:
     groups = [(ph, m) for ph in PHASES for m in dict.fromkeys(simulated(df, ph)["model"])] \
         if len(df) else []
@@ -41,10 +49,9 @@ def _breakdown(df: pd.DataFrame, out: Path) -> list[Path]:
             g = g[g["model"] == model].sort_values(["topology", "batch", "context"],
                                                   kind="mergesort")
             x, bottom = np.arange(len(g)), np.zeros(len(g))
-            for c in COMPONENTS:
-                col = f"layer_{c}_ns"
-                vals = g[col].fillna(0).to_numpy(dtype=float) / 1000 if col in g else bottom * 0
-                ax.bar(x, vals, 0.7, bottom=bottom, color=COLORS[c], label=c)
+            for c in _components(df):
+                vals = g[f"layer_{c}_ns"].fillna(0).to_numpy(dtype=float) / 1000
+                ax.bar(x, vals, 0.7, bottom=bottom, color=COLORS.get(c, "0.6"), label=c)
                 bottom = bottom + vals
             ax.set_xticks(x, [label(r).replace(f"{model} ", "") for _, r in g.iterrows()],
                           rotation=45, ha="right")

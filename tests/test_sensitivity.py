@@ -87,3 +87,16 @@ def test_contrasts_compare_two_variants_under_each_setting(tmp_path):
     assert got["sensvs/gemm/d/decode-shapes/default/composite/held-a"] == [2.0, 4.0]
     assert got["sensvs/gemm/d/decode-shapes/array-w4/composite/held-a"] == [0.5, 2.0]
     assert not any(k.startswith("sensvs/gqa") for k in got)  # one variant: nothing to compare
+
+
+def test_a_point_recorded_without_a_latency_is_left_out(tmp_path):
+    """A study may record a point it did not simulate (a model too large for the HBM):
+    neither it nor its rerun has anything to compare."""
+    one = {"experiment": "llm", "topology": "t"}
+    paths = _records(tmp_path) + [
+        _write(tmp_path, "g", {**one, **_point("big", None), "variant": "base"}),
+        _write(tmp_path, "h", {**one, **_point("big", None), "variant": "base@links-fifo"}),
+        _write(tmp_path, "i", {**one, **_point("fits", None), "variant": "base"}),
+        _write(tmp_path, "j", {**one, **_point("fits", 10.0), "variant": "base@links-fifo"}),
+    ]
+    assert [r["experiment"] for r in sens.rows(paths)] == ["gemm", "gemm", "gqa"]

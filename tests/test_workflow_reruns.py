@@ -121,6 +121,14 @@ def test_simulator_code_hash_leaves_out_post_processing(tmp_path):
     h1 = checkout.simulator_code_hash(fake)
     (fake / "analysis" / "y.py").write_text("B = 2\n")  # post-processing: no change
     assert checkout.simulator_code_hash(fake) == h1
+    study = fake / "experiments" / "toy"
+    study.mkdir(parents=True)
+    for name in ("post.py", "post_figures.py"):  # a study's post-processing modules
+        (study / name).write_text("C = 1\n")
+    assert checkout.simulator_code_hash(fake) == h1
+    (study / "run.py").write_text("D = 1\n")  # its simulation side counts
+    assert checkout.simulator_code_hash(fake) != h1
+    (study / "run.py").unlink()
     (fake / "sim_engine" / "x.py").write_text("A = 2\n")  # simulator: new hash
     assert checkout.simulator_code_hash(fake) != h1
 

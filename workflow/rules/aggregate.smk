@@ -3,7 +3,7 @@
 
 rule aggregate:
     input:
-        lambda w: SWEEP.outputs(w.experiment),
+        lambda w: SWEEP.table_inputs(w.experiment),
     output:
         report(
             f"{TABLE_DIR}/{{experiment}}.csv",
@@ -12,6 +12,7 @@ rule aggregate:
         ),
     params:
         plugins=PLUGINS,
+        settings=lambda w: SWEEP.post_settings(w.experiment),
     log:
         f"{LOG_DIR}/aggregate/{{experiment}}.log",
     benchmark:

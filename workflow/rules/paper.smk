@@ -15,6 +15,7 @@ rule report_generated:
         report=CONFIG["report"],
         topologies=CONFIG["topologies"],
         settings=SETTINGS,
+        whatif=CONFIG.get("whatif", {}),
         plugins=PLUGINS,
         out_dir=lambda w, output: str(Path(output[0]).parent),
     log:

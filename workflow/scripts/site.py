@@ -3,7 +3,7 @@ from pathlib import Path
 
 from kernbench.capacity.planner import Chip, Efficiency
 from kernbench.experiments.registry import load_plugins
-from kernbench.report.site import build, planner_data
+from kernbench.report.site import build, planner_data, study_panels
 from kernbench.report.summary import headline_lines
 
 sm = snakemake  # noqa: F821
@@ -18,4 +18,4 @@ chips = [Chip.from_topology(path) for path in sm.params.topologies.values()]
 study = tables.get(sm.params.efficiency_table)  # the attention study's table, when it ran
 eff = Efficiency.from_table(Path(study)) if study else None
 build(Path(sm.output.index).parent, sm.params.report["title"], heads, figures,
-      planner_data(chips, eff))
+      planner_data(chips, eff), study_panels(tables))

@@ -23,7 +23,8 @@ def run(args: argparse.Namespace) -> int:
     if args.name is None:
         for exp in all_experiments():
             figs = ", ".join(exp.figures) or "-"
-            print(f"{exp.name:18s} {exp.title} (figures: {figs})")
+            whatif = "; takes whatif reruns" if exp.whatif else ""
+            print(f"{exp.name:18s} {exp.title} (figures: {figs}{whatif})")
         return 0
     exp = get(args.name)
     print(f"experiments.{exp.name}: {exp.title}")

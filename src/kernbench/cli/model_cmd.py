@@ -36,10 +36,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def check_fit(model, spec, batch: int, context: int) -> None:
     """Weights plus every user's KV cache must fit the system's HBM."""
     from kernbench.errors import UsageError
+    from kernbench.experiments.llm.fit import footprint
 
-    pes = spec.sips.count * spec.cubes_per_sip * spec.pes_per_cube
-    have = pes * spec.hbm_slice_bytes
-    need = model.weight_bytes + model.kv_bytes(context + 1, batch)
+    need, have = footprint(model, spec, batch, context)
     if need > have:
         raise UsageError(f"--model {model.name} --batch {batch} --context {context}: weights "
                          f"plus KV cache need {need} bytes, {spec.name!r} has {have} bytes "

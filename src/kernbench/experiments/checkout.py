@@ -75,11 +75,13 @@ def clear_stale_locks(workdir: str | Path) -> list[str]:
 
 POST_PROCESSING = ("analysis", "report", "capacity")  # their edits re-render, not re-simulate
 POST_MODULE = "post.py"  # an experiment's post-processing module (experiments/<name>/post.py)
+POST_PREFIX = "post_"  # and the modules it splits into (experiments/<name>/post_figures.py)
 
 
 def simulator_code_hash(package_dir: str | Path | None = None) -> str:
     """Hash of the simulator's Python sources (post-processing excluded: the
-    ``analysis`` and ``report`` packages and each experiment's ``post.py``).
+    ``analysis`` and ``report`` packages and each experiment's ``post.py`` and
+    ``post_*.py``).
 
     The workflow passes it to every simulation job as a parameter, so editing
     the simulator reruns the points it may have changed; records carry it too.
@@ -90,7 +92,8 @@ def simulator_code_hash(package_dir: str | Path | None = None) -> str:
     digest = hashlib.sha256()
     for path in sorted(root.rglob("*.py")):
         rel = path.relative_to(root)
-        if rel.parts[0] in POST_PROCESSING or rel.name == POST_MODULE:
+        if (rel.parts[0] in POST_PROCESSING or rel.name == POST_MODULE
+                or rel.name.startswith(POST_PREFIX)):
             continue
         digest.update(str(rel).encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()[:16]

@@ -66,7 +66,8 @@ def run_job(experiment: str, topology_id: str, topology_file: str | Path, worklo
 
 def _point(exp, graph, topology_id: str, workload_id: str, variant_id: str,
            slice_: dict) -> dict:
-    variant = {k: v for k, v in slice_["variant"].items() if k != "overrides"}
+    # the topology's overrides and the what-if label are the job's, not the experiment's
+    variant = {k: v for k, v in slice_["variant"].items() if k not in ("overrides", "whatif")}
     body = exp.run(graph, slice_["workload"], variant)
     resolved = {"experiment": exp.name, "topology": topology_id,
                 "topology_hash": graph.spec.content_hash(), "workload_id": workload_id,

@@ -8,7 +8,8 @@ need (docs/adr/0015-experiments-as-plugins.md):
   ``run(graph, workload, variant) -> record body`` (with its analytic model);
 * post-processing side, a module named by ``post`` and imported only by
   aggregation, figures and the report: ``frame(records) -> DataFrame``,
-  ``figures(table, out_dir) -> paths``, ``values(table, ctx) -> {key: Value}``,
+  ``figures(table, out_dir) -> paths``, ``values(table, ctx) -> {key: Value}``
+  (``frame(records, settings)`` when the experiment declares ``post_keys``),
   optionally ``load(csv)``, ``tables(table) -> {name: LaTeX}`` and ``SUMMARY``
   (Markdown line templates over its values);
 * its paper text: a section, and optionally a sentence for the abstract and
@@ -66,6 +67,13 @@ class Experiment:
     # variant that name the same batch share one job (one process, each point still on
     # a fresh engine), so short points do not each pay a process start
     batch: Callable | None = None
+    # its table also takes the hardware what-if reruns of its points (config ``whatif``,
+    # variant ``<id>@<parameter>-x<factor>``); other experiments refuse such runs
+    whatif: bool = False
+    # keys of its config block that only post-processing reads (a target line, a
+    # threshold): aggregation hands them to ``frame(records, settings)``, so editing
+    # one redraws the table, figures and text without rerunning a simulation
+    post_keys: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):
@@ -85,7 +93,7 @@ class Experiment:
 
 _REGISTRY: dict[str, Experiment] = {}
 _BUILTIN = "kernbench.experiments"
-_SUPPORT = {"registry", "sweep", "job", "checkout"}  # modules of this package that are not experiments
+_SUPPORT = {"registry", "sweep", "job", "checkout", "whatif"}  # modules of this package that are not experiments
 
 
 def register(exp: Experiment) -> Experiment:

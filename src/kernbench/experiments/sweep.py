@@ -10,7 +10,10 @@ x variant) jobs. Each job carries only its own config slice, so editing one
 workload or variant changes only that slice and Snakemake reruns only the
 affected jobs. An experiment may batch short points: the points that name the
 same batch id (per topology and variant) become one job whose slice lists them
-(``{"workloads": [[id, params], ...], "variant": ...}``).
+(``{"workloads": [[id, params], ...], "variant": ...}``). Reruns come last:
+``sensitivity`` (modelling choices, compared in their own table) and ``whatif``
+(hardware parameters scaled by factors, tabulated by the study that ran them;
+:mod:`kernbench.experiments.whatif`), each a job of its own with its overrides.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from kernbench.errors import ConfigError
+from kernbench.experiments import whatif
 from kernbench.experiments.registry import Experiment, all_experiments, get, load_plugins
 from kernbench.topology.spec import load_spec
 from kernbench.validation import load_yaml_file, validate
@@ -39,6 +43,7 @@ class Job:
     output: str  # the record path
     setting: str | None = None  # a sensitivity rerun under this setting (sweep.sensitivity)
     base: str | None = None  # the record path of the default run it is compared with
+    whatif: bool = False  # a hardware what-if rerun (config ``whatif``), tabulated by its study
 
     def slice_json(self) -> str:
         return json.dumps(self.slice, sort_keys=True, separators=(",", ":"))
@@ -67,8 +72,14 @@ class Sweep:
 
     def sensitivity_outputs(self) -> list[str]:
         """Every sensitivity rerun's record and the default record it is compared with."""
-        reruns = [j for j in self.jobs if j.setting is not None]
+        reruns = [j for j in self.jobs if j.setting is not None and not j.whatif]
         return sorted({j.output for j in reruns} | {j.base for j in reruns})
+
+    def table_inputs(self, experiment: str) -> list[str]:
+        """The records an experiment's table is built from: its default runs, then its
+        what-if reruns (config ``whatif``)."""
+        return self.outputs(experiment) + [j.output for j in self.jobs
+                                           if j.whatif and j.experiment == experiment]
 
     @property
     def experiments(self) -> list[str]:
@@ -80,6 +91,11 @@ class Sweep:
 
     def experiment(self, name: str) -> Experiment:
         return get(name)
+
+    def post_settings(self, experiment: str) -> dict:
+        """The keys of an experiment's block that only its post-processing reads."""
+        block = self.config["experiments"][experiment]
+        return {k: block[k] for k in get(experiment).post_keys if k in block}
 
     def estimate(self, job: Job) -> dict:
         """A job's resource estimate from its experiment: the largest memory and the
@@ -166,8 +182,9 @@ def expand(config: dict, source: str, root: Path, raw_dir: str) -> Sweep:
                               {"workloads": [list(m) for m in members], "variant": vparams})
                     jobs.append(Job(name, tid, wid, vid, rel, sources, slice_,
                                     f"{raw_dir}/{name}/{tid}/{wid}/{vid}.json"))
-    jobs += sensitivity_jobs(config, jobs, source, raw_dir)
-    return Sweep(config, tuple(jobs))
+    reruns = sensitivity_jobs(config, jobs, source, raw_dir)
+    reruns += whatif_jobs(config, jobs, source, root, raw_dir)
+    return Sweep(config, tuple(jobs + reruns))
 
 
 def sensitivity_jobs(config: dict, jobs: list[Job], source: str, raw_dir: str) -> list[Job]:
@@ -180,32 +197,79 @@ def sensitivity_jobs(config: dict, jobs: list[Job], source: str, raw_dir: str) -
     out = []
     for i, run in enumerate(block["runs"]):
         key = f"sensitivity.runs[{i}]"
-        if run["experiment"] not in config["experiments"]:
-            raise ConfigError(source, f"{key}.experiment", f"{run['experiment']!r} is not an "
-                              f"experiment of this config (allowed: "
-                              f"{', '.join(sorted(config['experiments']))})")
         for j, name in enumerate(run["settings"]):
             if name not in settings:
                 raise ConfigError(source, f"{key}.settings[{j}]", f"unknown setting {name!r} "
                                   f"(allowed: {', '.join(sorted(settings))})")
-        wanted = set(run.get("workloads", ()))
-        chosen = [job for job in jobs if job.experiment == run["experiment"]
-                  and job.topology in run.get("topologies", [job.topology])
-                  and (not wanted or wanted & _names(job))
-                  and job.variant in run.get("variants", [job.variant])]
-        if not chosen:
-            raise ConfigError(source, key, "matches no job of the experiment (check its "
-                              "topologies, workloads and variants)")
-        for job in chosen:
+        for job in _matching(config, run, key, jobs, source):
             for name in run["settings"]:
                 variant = dict(job.slice["variant"], overrides=settings[name]["overrides"])
-                vid = f"{job.variant}@{name}"
-                out.append(Job(job.experiment, job.topology, job.workload, vid,
-                               job.topology_file, job.topology_sources,
-                               dict(job.slice, variant=variant),
-                               f"{raw_dir}/{job.experiment}/{job.topology}/{job.workload}/"
-                               f"{vid}.json", name, job.output))
+                out.append(_rerun(job, name, variant, raw_dir))
     return out
+
+
+def whatif_jobs(config: dict, jobs: list[Job], source: str, root: Path,
+                raw_dir: str) -> list[Job]:
+    """The reruns ``whatif.runs`` asks for: each matching job again under every factor
+    of every named parameter (variant ``<id>@<parameter>-x<factor>``), its variant
+    carrying the scaled keys as overrides and ``whatif: {parameter, factor}``. Their
+    records join the experiment's own table, not the sensitivity table."""
+    block = config.get("whatif")
+    if not block:
+        return []
+    params = block["parameters"]
+    taken = set(config.get("sensitivity", {}).get("settings", {}))
+    out, cache = [], {}
+    for i, run in enumerate(block["runs"]):
+        key = f"whatif.runs[{i}]"
+        names = run.get("parameters", sorted(params))
+        for j, name in enumerate(names):
+            if name not in params:
+                raise ConfigError(source, f"{key}.parameters[{j}]", f"unknown parameter "
+                                  f"{name!r} (allowed: {', '.join(sorted(params))})")
+        chosen = _matching(config, run, key, jobs, source)
+        exp = get(run["experiment"])
+        if not exp.whatif:
+            able = [n for n in sorted(config["experiments"]) if get(n).whatif]
+            raise ConfigError(source, f"{key}.experiment", f"{exp.name!r} does not tabulate "
+                              f"what-if reruns (allowed: {', '.join(able) or 'none'})")
+        for job in chosen:
+            ck = (job.topology_file, tuple(names))
+            if ck not in cache:
+                cache[ck] = whatif.resolve(block, names, root / job.topology_file, source)
+            for s in cache[ck]:
+                if s.name in taken:
+                    raise ConfigError(source, f"whatif.parameters.{s.parameter}", f"setting "
+                                      f"{s.name!r} is also a sensitivity setting; rename one")
+                variant = dict(job.slice["variant"], overrides=s.overrides,
+                               whatif={"parameter": s.parameter, "factor": s.factor})
+                out.append(_rerun(job, s.name, variant, raw_dir, whatif=True))
+    return out
+
+
+def _matching(config: dict, run: dict, key: str, jobs: list[Job], source: str) -> list[Job]:
+    """The default jobs a rerun entry names (its experiment and filters)."""
+    if run["experiment"] not in config["experiments"]:
+        raise ConfigError(source, f"{key}.experiment", f"{run['experiment']!r} is not an "
+                          f"experiment of this config (allowed: "
+                          f"{', '.join(sorted(config['experiments']))})")
+    wanted = set(run.get("workloads", ()))
+    chosen = [job for job in jobs if job.experiment == run["experiment"]
+              and job.topology in run.get("topologies", [job.topology])
+              and (not wanted or wanted & _names(job))
+              and job.variant in run.get("variants", [job.variant])]
+    if not chosen:
+        raise ConfigError(source, key, "matches no job of the experiment (check its "
+                          "topologies, workloads and variants)")
+    return chosen
+
+
+def _rerun(job: Job, setting: str, variant: dict, raw_dir: str, whatif: bool = False) -> Job:
+    vid = f"{job.variant}@{setting}"
+    return Job(job.experiment, job.topology, job.workload, vid, job.topology_file,
+               job.topology_sources, dict(job.slice, variant=variant),
+               f"{raw_dir}/{job.experiment}/{job.topology}/{job.workload}/{vid}.json",
+               setting, job.output, whatif)
 
 
 def _names(job: Job) -> set[str]:

@@ -15,11 +15,15 @@ from kernbench.report.context import load_table
 
 
 def aggregate(experiment: str, record_paths: Iterable[str | Path], out_csv: str | Path,
-              plugins: Iterable[str] = ()) -> Path:
-    """Aggregate one experiment's records into its CSV (the experiment's ``frame``)."""
+              plugins: Iterable[str] = (), settings: dict | None = None) -> Path:
+    """Aggregate one experiment's records into its CSV (the experiment's ``frame``; with
+    the post-processing ``settings`` of its block when it declares ``post_keys``)."""
     load_plugins(plugins)
-    post = get(experiment).post_module()
-    return write_csv(post.frame(load_records(record_paths)), out_csv)
+    exp = get(experiment)
+    post = exp.post_module()
+    records = load_records(record_paths)
+    table = post.frame(records, settings or {}) if exp.post_keys else post.frame(records)
+    return write_csv(table, out_csv)
 
 
 def render_figures(tables: Iterable[str | Path], out_dir: str | Path,

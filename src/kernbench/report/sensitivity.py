@@ -36,10 +36,10 @@ def _point(record: dict) -> tuple[str, float, float]:
 
 
 def _points(record: dict) -> list[tuple[str, float, float]]:
-    """:func:`_point` of a record or of each point of a batch record."""
-    if "points" in record and "metrics" not in record:
-        return [_point(p) for p in record["points"]]
-    return [_point(record)]
+    """:func:`_point` of a record or of each point of a batch record; a point without a
+    latency (one a study recorded but did not simulate) has nothing to compare."""
+    points = record["points"] if "points" in record and "metrics" not in record else [record]
+    return [_point(p) for p in points if p["metrics"].get("latency_ns") is not None]
 
 
 def rows(record_paths: Iterable[str | Path]) -> list[dict]:
@@ -57,7 +57,9 @@ def rows(record_paths: Iterable[str | Path]) -> list[dict]:
                 default[key] = ns
     out = []
     for key, setting, ns, model in sorted(reruns):
-        ref = default[key]
+        ref = default.get(key)
+        if ref is None:  # the default point was recorded without a latency
+            continue
         out.append(dict(zip(COLUMNS, (*key, setting, ref, ns, ns / ref, model), strict=True)))
     return out
 

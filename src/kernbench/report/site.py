@@ -3,7 +3,8 @@ headline numbers and the capacity planner (``results/site/index.html``).
 
 The page needs no network: style and script are inline, the figures are PNG
 files beside it. The headline lines are each experiment's ``SUMMARY`` filled
-with the same values the paper prints. The planner evaluates the formula
+with the same values the paper prints; a study may add a table of its points
+(its post module's ``panel``). The planner evaluates the formula
 strings of :mod:`kernbench.capacity.formulas` -- the ones ``kernbench capacity``
 evaluates -- with the chip, model and efficiency data embedded as JSON, so the
 two cannot disagree.
@@ -44,9 +45,32 @@ def planner_data(chips: list[Chip], eff: Efficiency | None) -> dict:
     }
 
 
+def study_panels(tables: dict[str, str | Path]) -> list[tuple[str, list[str], list[list[str]]]]:
+    """Each experiment's table panel (its post module's ``panel(table) -> (title, header,
+    rows)``, for those that have one and whose table exists), in paper order."""
+    from kernbench.experiments.registry import ordered
+    from kernbench.report.context import load_table
+
+    out = []
+    for exp in ordered([n for n, t in tables.items() if Path(t).exists()]):
+        post = exp.post_module()
+        if hasattr(post, "panel"):
+            out.append(post.panel(load_table(post, tables[exp.name])))
+    return out
+
+
+def _panel_html(title: str, header: list[str], rows: list[list[str]]) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>"
+                   for row in rows)
+    return f"<h3>{html.escape(title)}</h3><table><tr>{head}</tr>{body}</table>"
+
+
 def build(out_dir: str | Path, title: str, summaries: dict[str, list[str]],
-          figures: list[tuple[str, str]], data: dict) -> Path:
-    """Write ``index.html`` and copy the figures (``(png path, caption)``) beside it."""
+          figures: list[tuple[str, str]], data: dict,
+          panels: list[tuple[str, list[str], list[list[str]]]] = ()) -> Path:
+    """Write ``index.html`` and copy the figures (``(png path, caption)``) beside it;
+    ``panels`` are the studies' tables (:func:`study_panels`)."""
     out = Path(out_dir)
     (out / "fig").mkdir(parents=True, exist_ok=True)
     cards = []
@@ -59,8 +83,11 @@ def build(out_dir: str | Path, title: str, summaries: dict[str, list[str]],
         f"<h3>{html.escape(exp)}</h3><ul>"
         + "".join(f"<li>{html.escape(line)}</li>" for line in lines) + "</ul>"
         for exp, lines in summaries.items())
+    tables = "".join(_panel_html(*p) for p in panels)
+    if tables:
+        tables = "<h2>Study tables</h2>" + tables
     page = (_PAGE.replace("@TITLE@", html.escape(title))
-            .replace("@HEADLINES@", heads)
+            .replace("@HEADLINES@", heads + tables)
             .replace("@FIGURES@", "\n".join(cards))
             .replace("@DATA@", json.dumps(data, sort_keys=True).replace("</", "<\\/"))
             .replace("@SCRIPT@", _SCRIPT))

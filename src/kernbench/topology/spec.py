@@ -217,6 +217,21 @@ def _override(doc: dict, dotted: str, value: Any, src: str) -> dict:
     return out
 
 
+def value_at(path: str | Path, dotted: str) -> Any:
+    """The value at ``dotted`` in the topology at ``path`` (its ``extends`` chain merged):
+    what an override of that key replaces. A key the file does not have is one line."""
+    p = Path(path).expanduser()
+    if not p.is_file():
+        raise ConfigError(str(path), "", "topology file not found")
+    node: Any = _load_chain(p.resolve(), display=str(path))[0]
+    for i, key in enumerate(dotted.split(".")):
+        if not isinstance(node, dict) or key not in node:
+            raise ConfigError(str(path), ".".join(dotted.split(".")[:i + 1]),
+                              f"no such key (asked for {dotted!r})")
+        node = node[key]
+    return node
+
+
 def _wire(d: dict) -> Wire:
     return Wire(float(d["bw_gbs"]), float(d["distance_mm"]), float(d["ns_per_mm"]))
 

@@ -28,9 +28,10 @@ def write_table(path, model="llama3-8b", topology="default"):
         w.writeheader()
         for b, c in GRID:
             w.writerow({"model": model, "topology": topology, "phase": "decode", "batch": b,
-                        "context": c, "fits": "True", "step_ns": step_ns(b, c), "setting": ""})
+                        "context": c, "fits": "True", "step_ns": step_ns(b, c),
+                        "setting": "default"})
         w.writerow({"model": model, "topology": topology, "phase": "decode", "batch": 4,
-                    "context": 4096, "fits": "True", "step_ns": 1.0, "setting": "hbm_x2"})
+                    "context": 4096, "fits": "True", "step_ns": 1.0, "setting": "hbm_slice-x2"})
 
 
 def test_interpolates_between_points_and_cites_them(tmp_path):

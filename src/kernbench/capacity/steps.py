@@ -39,7 +39,8 @@ class StepTimes:
                 if (row.get("model"), row.get("topology"), row.get("phase")) != \
                         (model, topology, "decode"):
                     continue
-                if row.get("fits", "True") not in ("True", "true", "1") or row.get("setting"):
+                if row.get("fits", "True") not in ("True", "true", "1") \
+                        or row.get("setting", "default") not in ("", "default"):
                     continue
                 grid[(int(row["batch"]), int(row["context"]))] = float(row["step_ns"]) / 1e9
         return cls(str(path), grid) if grid else None

@@ -50,7 +50,7 @@ def run(ctx, fn, *args):
 
 def test_lm_head_is_rmsnorm_then_the_projection(ctx):
     rng = np.random.default_rng(0)
-    x = rng.standard_normal((T, D)).astype(np.float32)
+    x = f16(rng.standard_normal((T, D)))
     g = (1 + 0.1 * rng.standard_normal(D)).astype(np.float32)
     w = f16(rng.standard_normal((D, 48)) / np.sqrt(D))
     out = ctx.empty((T, 48), "f32")
@@ -61,7 +61,7 @@ def test_lm_head_is_rmsnorm_then_the_projection(ctx):
 
 def test_qkv_project_writes_its_columns_into_both_buffers(ctx):
     rng = np.random.default_rng(1)
-    x = rng.standard_normal((T, D)).astype(np.float32)
+    x = f16(rng.standard_normal((T, D)))
     g = np.ones(D, np.float32)
     wqk, wv = f16(rng.standard_normal((D, 8)) / 11), f16(rng.standard_normal((D, 4)) / 11)
     qk, v = ctx.zeros((T, 24), "f16"), ctx.zeros((T, 12), "f16")
@@ -77,18 +77,18 @@ def test_qkv_project_writes_its_columns_into_both_buffers(ctx):
 def test_swiglu_ffn_with_the_residual(ctx):
     rng = np.random.default_rng(2)
     F = 64
-    h = rng.standard_normal((T, D)).astype(np.float32)
+    h = f16(rng.standard_normal((T, D)))
     g = (1 + 0.1 * rng.standard_normal(D)).astype(np.float32)
     wg, wu = f16(rng.standard_normal((D, F)) / 11), f16(rng.standard_normal((D, F)) / 11)
     wd = f16(rng.standard_normal((F, D)) / 8)
     H = ctx.from_numpy(h)
-    out = ctx.empty((T, D), "f32")
+    out = ctx.empty((T, D), "f16")
     run(ctx, swiglu_ffn, H, ctx.from_numpy(g), ctx.from_numpy(wg), ctx.from_numpy(wu),
         ctx.from_numpy(wd), out, H, T, D, F, EPS, 3)
     n = f16(norm(h, g)).astype(np.float64)
     a, b = n @ wg, n @ wu
     act = f16(a / (1 + np.exp(-a)) * b).astype(np.float64)
-    close(ctx.to_numpy(out), h + act @ wd)
+    close(ctx.to_numpy(out), h.astype(np.float64) + act @ wd)
 
 
 def test_rope_append_rotates_and_fills_the_cache_slot(ctx):
@@ -119,11 +119,11 @@ def test_o_project_casts_the_attention_rows_and_adds_the_residual(ctx):
     width, rows = 32, 16
     o = rng.standard_normal((T, width)).astype(np.float32)
     wo = f16(rng.standard_normal((rows, D)) / 4)
-    x = rng.standard_normal((T, D)).astype(np.float32)
+    x = f16(rng.standard_normal((T, D)))
     O = ctx.from_numpy(o)
-    out, X = ctx.empty((T, D), "f32"), ctx.from_numpy(x)
+    out, X = ctx.empty((T, D), "f16"), ctx.from_numpy(x)
     run(ctx, o_project, O.va + 8 * 4, ctx.from_numpy(wo), out, X, T, rows, width, D)
-    close(ctx.to_numpy(out), x + f16(o[:, 8:8 + rows]).astype(np.float64) @ wo)
+    close(ctx.to_numpy(out), x.astype(np.float64) + f16(o[:, 8:8 + rows]).astype(np.float64) @ wo)
     run(ctx, o_project, 0, ctx.from_numpy(wo), out, None, T, 0, width, D)
     assert not ctx.to_numpy(out).any()  # a rank without rows contributes zeros
 
@@ -131,7 +131,7 @@ def test_o_project_casts_the_attention_rows_and_adds_the_residual(ctx):
 def test_embed_gathers_only_the_rows_of_its_shard(ctx):
     rng = np.random.default_rng(5)
     table = f16(rng.standard_normal((10, D)))
-    out = ctx.empty((T, D), "f32")
+    out = ctx.empty((T, D), "f16")
     run(ctx, embed, ctx.from_numpy(table), out, T, D, ((0, 3), (2, 9)))
     want = np.zeros((T, D))
     want[0], want[2] = table[3], table[9]

@@ -1,7 +1,8 @@
 """Llama decoder-layer kernels: one PE's share of each tensor-parallel step.
 
-Activations between steps are f32 rows in HBM (the residual stream, which the
-all-reduces sum); matmul operands are f16 (the attention kernels' type; bf16
+Activations between steps are f16 rows in HBM (the residual stream, which the
+all-reduces sum, in the 2-byte type a bf16 deployment all-reduces); matmul
+operands are f16 (the attention kernels' type; bf16
 has the same bytes, so timing does not change). Every projection is one
 composite: the RMSNorm runs as the ``rmsnorm`` prologue recipe feeding the
 GEMM, SiLU and the gate product are epilogues, and the residual is added by
@@ -12,11 +13,12 @@ sums it in. Shapes: ``T`` token rows, model width ``D``.
 from __future__ import annotations
 
 F16, F32 = 2, 4
+RES = "f16"  # the residual stream's type (what the all-reduces carry)
 
 
 def _norm_in(tl, x, norm_w, T: int, D: int, eps: float):
-    """The rmsnorm prologue item over x [T, D] (f32 in HBM) and its f16 output."""
-    xt = tl.load(x, (T, D), "f32")
+    """The rmsnorm prologue item over x [T, D] (the residual, in HBM) and its f16 output."""
+    xt = tl.load(x, (T, D), RES)
     y = tl.zeros((T, D), "f16")
     item = {"op": "rmsnorm", "x": xt, "w": tl.load(norm_w, (D,), "f32"),
             "eps": tl.full((1,), eps, "f32"), "inv_d": tl.full((1,), 1.0 / D, "f32"), "y": y}
@@ -32,7 +34,7 @@ def qkv_project(x, norm_w, w_qk, w_v, qk, v, T: int, D: int, qk_cols: int, v_col
     for r0 in range(0, T, rows):
         n = min(rows, T - r0)
         with tl.scratch_scope():
-            item, y = _norm_in(tl, x + r0 * D * F32, norm_w, n, D, eps)
+            item, y = _norm_in(tl, x + r0 * D * F16, norm_w, n, D, eps)
             if qk_cols:
                 out = tl.composite("gemm", prologue=[item], b=tl.ref(w_qk, (D, qk_cols), "f16"),
                                    out_dtype="f16")
@@ -82,13 +84,13 @@ def rope_append(qk, v, cos, sin, T: int, heads: int, d: int, slots, *, tl):
 
 
 def o_project(o, w_o, partial, residual, T: int, rows: int, o_width: int, D: int, *, tl):
-    """partial [T, D] (f32) = O[:, this rank's rows] @ W_o[rows, :] (+ the residual on
+    """partial [T, D] = O[:, this rank's rows] @ W_o[rows, :] (+ the residual on
     the rank that carries it); O is the attention group's [T, o_width] f32 output.
     A rank with no rows (its SIP holds no KV head) contributes zeros."""
     if rows == 0:
-        out = tl.zeros((T, D), "f32")
+        out = tl.zeros((T, D), RES)
         if residual is not None:
-            out = tl.load(residual, (T, D), "f32")
+            out = tl.load(residual, (T, D), RES)
         tl.store(partial, out)
         return
     ot = tl.load(o, (T, rows), "f32", row_stride=o_width)
@@ -96,20 +98,20 @@ def o_project(o, w_o, partial, residual, T: int, rows: int, o_width: int, D: int
     tl.wait(a)
     epilogue = []
     if residual is not None:
-        epilogue = [{"op": "add", "other": tl.load(residual, (T, D), "f32")}]
+        epilogue = [{"op": "add", "other": tl.load(residual, (T, D), RES)}]
     tl.wait(tl.composite("gemm", a=a, b=tl.ref(w_o, (rows, D), "f16"), out_ptr=partial,
-                         out_dtype="f32", epilogue=epilogue))
+                         out_dtype=RES, epilogue=epilogue))
 
 
 def swiglu_ffn(h, norm_w, w_gate, w_up, w_down, partial, residual, T: int, D: int, cols: int,
                eps: float, rows: int, *, tl):
-    """partial [T, D] (f32) = (silu(n W_gate) * (n W_up)) W_down over this rank's ``cols``
+    """partial [T, D] = (silu(n W_gate) * (n W_up)) W_down over this rank's ``cols``
     FFN columns, n = rmsnorm(h) (+ the residual h on the rank that carries it), ``rows``
     token rows at a time."""
     for r0 in range(0, T, rows):
         n = min(rows, T - r0)
         with tl.scratch_scope():
-            item, y = _norm_in(tl, h + r0 * D * F32, norm_w, n, D, eps)
+            item, y = _norm_in(tl, h + r0 * D * F16, norm_w, n, D, eps)
             gate = tl.composite("gemm", prologue=[item], b=tl.ref(w_gate, (D, cols), "f16"),
                                 out_dtype="f32", epilogue=[{"op": "silu"}])
             tl.wait(gate)
@@ -119,22 +121,20 @@ def swiglu_ffn(h, norm_w, w_gate, w_up, w_down, partial, residual, T: int, D: in
             epilogue = []
             if residual is not None:
                 epilogue = [{"op": "add",
-                             "other": tl.load(residual + r0 * D * F32, (n, D), "f32")}]
+                             "other": tl.load(residual + r0 * D * F16, (n, D), RES)}]
             tl.wait(tl.composite("gemm", a=act, b=tl.ref(w_down, (cols, D), "f16"),
-                                 out_ptr=partial + r0 * D * F32, out_dtype="f32",
+                                 out_ptr=partial + r0 * D * F16, out_dtype=RES,
                                  epilogue=epilogue))
 
 
 def embed(table, partial, T: int, D: int, rows: tuple, *, tl):
-    """partial [T, D] (f32): embedding rows for the tokens whose ids fall in this rank's
+    """partial [T, D]: embedding rows for the tokens whose ids fall in this rank's
     vocabulary shard, zero elsewhere (an all-reduce then gives every rank x).
     ``rows``: (token row, row in the shard) pairs."""
-    tl.store(partial, tl.zeros((T, D), "f32"))
+    tl.store(partial, tl.zeros((T, D), RES))
     for t, r in rows:
         with tl.scratch_scope():
-            e = tl.load(table + r * D * F16, (1, D), "f16")
-            tl.store(partial + t * D * F32, tl.composite("math", math_op="copy", a=e,
-                                                         out_dtype="f32"))
+            tl.store(partial + t * D * F16, tl.load(table + r * D * F16, (1, D), "f16"))
 
 
 def lm_head(x, norm_w, w, logits, T: int, D: int, cols: int, eps: float, rows: int, *, tl):
@@ -143,6 +143,6 @@ def lm_head(x, norm_w, w, logits, T: int, D: int, cols: int, eps: float, rows: i
     for r0 in range(0, T, rows):
         n = min(rows, T - r0)
         with tl.scratch_scope():
-            item, _ = _norm_in(tl, x + r0 * D * F32, norm_w, n, D, eps)
+            item, _ = _norm_in(tl, x + r0 * D * F16, norm_w, n, D, eps)
             tl.wait(tl.composite("gemm", prologue=[item], b=tl.ref(w, (D, cols), "f16"),
                                  out_ptr=logits + r0 * cols * F32, out_dtype="f32"))

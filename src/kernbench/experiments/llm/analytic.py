@@ -11,7 +11,7 @@ below it.
 
 from __future__ import annotations
 
-F16, F32 = 2, 4
+F16 = 2
 COMM = ("rope", "allreduce_attn", "allreduce_ffn")
 
 
@@ -21,9 +21,9 @@ def roofline_ns(spec, nbytes: float, flops: float) -> float:
     return max(nbytes / spec.slice_bw_gbs, flops / peak)
 
 
-def _gemm(spec, T: int, K: int, N: int, in_bytes: int = F32) -> float:
-    """One rank's [T, K] x [K, N] with f16 weights read once."""
-    return roofline_ns(spec, K * N * F16 + T * K * in_bytes + T * N * F32, 2 * T * K * N)
+def _gemm(spec, T: int, K: int, N: int) -> float:
+    """One rank's [T, K] x [K, N] with f16 weights read once, f16 rows in and out."""
+    return roofline_ns(spec, (K * N + T * K + T * N) * F16, 2 * T * K * N)
 
 
 def decode_layer(spec, dims, m, T: int, S: int) -> dict:
@@ -38,7 +38,7 @@ def decode_layer(spec, dims, m, T: int, S: int) -> dict:
         "qkv": _gemm(spec, T, D, s.qk + s.v),
         "attention": roofline_ns(spec, kv / ranks, qk_flops / ranks),
         "o_proj": _gemm(spec, T, s.o, D),
-        "ffn": _gemm(spec, T, D, 2 * m.ffn_cols) + _gemm(spec, T, m.ffn_cols, D, F16),
+        "ffn": _gemm(spec, T, D, 2 * m.ffn_cols) + _gemm(spec, T, m.ffn_cols, D),
     }
 
 

@@ -5,7 +5,7 @@ layer: ``qkv`` (attention RMSNorm + Q/K/V projections on every rank),
 ``rope`` (rotation and KV-cache append on each group root), ``attention``
 (the gqa study's fused split-KV decode kernel as it is), ``o_proj``,
 ``allreduce_attn``, ``ffn`` (FFN RMSNorm + SwiGLU) and ``allreduce_ffn``.
-The residual stream lives in two per-rank f32 buffers; the rank that
+The residual stream lives in two per-rank f16 buffers; the rank that
 carries the residual adds it in its projection's epilogue, so each
 all-reduce leaves the next residual on every rank.
 """

@@ -28,6 +28,13 @@ from kernbench.runtime_api.distributed import AhbmBackend
 from kernbench.sim_engine.engine import GraphEngine
 
 
+# The layer's all-reduces: the hierarchical algorithm (PE line, CUBE mesh, SIP grid) with
+# 16 KiB IPCQ slots, so a [batch, D] f16 buffer moves in a few messages per hop; the
+# all-reduce study's defaults (ring, 4 KiB) take ~40x the events at 512 ranks. Recorded
+# in every step's record ("collective"); docs/adr/0039.
+COLLECTIVE_SLOT_BYTES = 16384
+
+
 @dataclass
 class StepRun:
     record: dict
@@ -43,14 +50,16 @@ def _positive(name: str, value) -> int:
 
 class _Step:
     def __init__(self, graph, dims: Dims, users: int, context: int, tp, data: bool,
-                 seed: int, algorithm: str | None, keep_records: bool = False) -> None:
+                 seed: int, algorithm: str, keep_records: bool = False) -> None:
         self.dims, self.T, self.S, self.data = dims, users, context, data
         self.mapping = build(graph.spec, dims, tp)
         self.engine = GraphEngine(graph, enable_data=data, keep_records=keep_records)
         self.ctx = RuntimeContext(self.engine)
         for c in self.mapping.ranks:  # create every rank's PE before the queue sets
             self.engine.pe(*c)
-        self.backend = AhbmBackend(self.ctx, algorithm, pes=tuple(range(self.mapping.k)))
+        self.collective = {"algorithm": algorithm, "slot_bytes": COLLECTIVE_SLOT_BYTES}
+        self.backend = AhbmBackend(self.ctx, algorithm, pes=tuple(range(self.mapping.k)),
+                                   ipcq={"slot_bytes": COLLECTIVE_SLOT_BYTES})
         self.queues = {"collective": queue_sets(self.engine)}
         self.ctx.install_ipcq(reduce_tables(list(self.mapping.groups)), slots=4,
                               slot_bytes=max(4096, dims.G * dims.d * 4))
@@ -59,8 +68,8 @@ class _Step:
         self.rng = np.random.default_rng(seed)
         self.arrays: dict[str, np.ndarray] = {}
         T, D = users, dims.D
-        self.bufs = (self.place.per_rank("x", (T, D), "f32"),
-                     self.place.per_rank("r", (T, D), "f32"))
+        self.bufs = (self.place.per_rank("x", (T, D), "f16"),
+                     self.place.per_rank("r", (T, D), "f16"))
         cos, sin = rope_angles(np.full(T, context), dims.d, dims.theta)
         self.angles = {"cos": self.place.replicated("cos", cos.astype(np.float32),
                                                     cos.shape, "f32"),
@@ -122,12 +131,12 @@ class _Step:
             "lm_head", per_rank, lm_head, plan, dp=self.place.rank_dp, sips="all")))
 
     def read_x(self) -> np.ndarray:
-        return self.ctx.to_numpy(self.bufs[0][0])[:self.T]
+        return self.ctx.to_numpy(self.bufs[0][0])[:self.T].astype(np.float32)
 
 
 def run_decode_step(graph, dims: Dims, users: int, context: int, *, layers: int | None = None,
                     tp: int | None = None, data: bool = False, seed: int = 0,
-                    model: str = "", algorithm: str | None = None,
+                    model: str = "", algorithm: str = "lrab_hierarchical",
                     keep_records: bool = False) -> StepRun:
     """Simulate one decode step of ``dims`` (``layers`` of its layers, default all)."""
     _positive("batch", users)
@@ -167,7 +176,7 @@ def _record(st: _Step, dims: Dims, spans: list, embed_ns: float, head_ns: float,
     return {
         "model": model, "topology": spec.name, "phase": "decode", "batch": st.T,
         "context": st.S, "layers": dims.layers, "simulated_layers": len(spans),
-        "tp": m.tp, "C": m.C, "P": m.P, "pes": len(m.ranks),
+        "tp": m.tp, "C": m.C, "P": m.P, "pes": len(m.ranks), "collective": st.collective,
         "layer_ns": {p: last[p] for p in PHASES},
         "exposed_comm_ns": analytic.exposed(last),
         "simulated_layer_totals_ns": totals, "layer_spread": spread,

@@ -1,0 +1,78 @@
+"""Wall time of whole-model steps (``kernbench model``), against the issue's targets.
+
+    python benchmarks/llm_speed.py [--json] [--only NAME ...] [--out PATH]
+
+Workloads (timing mode, one process, one core):
+
+- ``decode_70b``: Llama 3 70B on llama70b_4sip (all 512 PEs), 80 layers, batch 16,
+  context 32K; three layers simulated, the step counting the last for the other 77
+  (target: <= 60 s);
+- ``decode_8b``: Llama 3 8B on the default topology (256 PEs), batch 8, context 8K,
+  three layers simulated (the default study's heaviest point);
+- ``decode_tiny``: the two-layer tiny-gqa model on small_2x2 (the smoke study's size).
+
+Each reports wall seconds, the simulated step, the spread of the simulated layers after
+the first, and the bare SimPy events per second of the same run (so machines compare).
+The prefill step (TTFT) is not simulated yet, so its 8K target has no workload here.
+Writes benchmarks/out/llm_speed.json (or --out); asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+from engine_speed import bare_simpy
+
+from kernbench.experiments.llm.mapping import Dims
+from kernbench.experiments.llm.step import run_decode_step
+from kernbench.models import load_model
+from kernbench.topology import load_topology
+
+ROOT = Path(__file__).resolve().parents[1]
+TOPOLOGIES = ROOT / "config" / "topologies"
+
+WORKLOADS = {  # name: (model, topology, batch, context, simulated layers)
+    "decode_70b": ("llama3-70b", "llama70b_4sip", 16, 32768, 3),
+    "decode_8b": ("llama3-8b", "default", 8, 8192, 3),
+    "decode_tiny": (str(ROOT / "config/models/tiny-gqa.yaml"), "small_2x2", 2, 64, 2),
+}
+
+
+def measure(name: str) -> dict:
+    model, topology, batch, context, layers = WORKLOADS[name]
+    graph = load_topology(TOPOLOGIES / f"{topology}.yaml")
+    dims = Dims.of(load_model(model))
+    t0 = time.perf_counter()
+    rec = run_decode_step(graph, dims, batch, context, layers=layers).record
+    wall = time.perf_counter() - t0
+    return {"wall_s": round(wall, 2), "step_ns": rec["step_ns"], "layers": rec["layers"],
+            "simulated_layers": rec["simulated_layers"], "layer_spread": rec["layer_spread"],
+            "pes": rec["pes"]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--json", action="store_true", help="print one JSON object")
+    ap.add_argument("--only", nargs="+", choices=sorted(WORKLOADS), metavar="NAME",
+                    help=f"run only these workloads ({', '.join(WORKLOADS)})")
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "out" / "llm_speed.json")
+    args = ap.parse_args()
+    bare = max(bare_simpy(300_000) for _ in range(3))
+    report = {"bare_simpy_events_per_s": round(bare, 1),
+              "workloads": {name: measure(name) for name in args.only or WORKLOADS}}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    if args.json:
+        print(json.dumps(report))
+        return
+    print(f"bare SimPy loop: {bare / 1e6:.2f} M events/s")
+    for name, w in report["workloads"].items():
+        print(f"{name:>12s}: {w['wall_s']:8.1f} s wall, step {w['step_ns'] / 1e6:.3f} ms "
+              f"({w['simulated_layers']} of {w['layers']} layers, spread {w['layer_spread']})")
+
+
+if __name__ == "__main__":
+    main()

@@ -27,7 +27,6 @@ from kernbench.runtime_api.context import RuntimeContext
 from kernbench.runtime_api.distributed import AhbmBackend
 from kernbench.sim_engine.engine import GraphEngine
 
-
 # The layer's all-reduces: the hierarchical algorithm (PE line, CUBE mesh, SIP grid) with
 # 16 KiB IPCQ slots, so a [batch, D] f16 buffer moves in a few messages per hop; the
 # all-reduce study's defaults (ring, 4 KiB) take ~40x the events at 512 ranks. Recorded

@@ -15,7 +15,7 @@ import yaml
 
 from kernbench.errors import ConfigError, UsageError
 from kernbench.experiments import sweep as sweep_module
-from kernbench.experiments.job import run_job
+from kernbench.experiments.job import git_revision, run_job
 from kernbench.experiments.llm import post, study
 from kernbench.experiments.llm.fit import footprint
 from kernbench.experiments.llm.post_table import COMPONENTS
@@ -61,6 +61,7 @@ def records(sweep):
     """Every job of the tiny sweep run once: {output: record}."""
     with pytest.MonkeyPatch.context() as mp:
         mp.chdir(ROOT)
+        git_revision.cache_clear()  # an earlier test may have cached another folder's answer
         return {j.output: run_job(j.experiment, j.topology, j.topology_file, j.workload,
                                   j.variant, j.slice)
                 for j in sweep.jobs if "mac-array-x0.5" not in j.variant}

@@ -97,8 +97,9 @@ def _groups(spec, dims: Dims, C: int | None, P: int | None) -> tuple[list, int, 
             return place_groups(spec, dims.Hkv, c, P), c, P
         except ValueError as exc:
             last = exc
-    raise UsageError(f"attention of {dims.Hkv} KV heads on {spec.name!r} "
-                     f"(C={C}, P={P}): {last}")
+    tried = f"C={C}" if C is not None else f"C={spec.cubes_per_sip}..1"
+    raise UsageError(f"attention of {dims.Hkv} KV heads on {spec.name!r} ({tried}, P={P}): "
+                     f"{last} (one group of CUBEs per KV head)")
 
 
 def _split(what: str, total: int, parts: int) -> int:

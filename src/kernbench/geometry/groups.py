@@ -186,6 +186,19 @@ def centre_role(x: int, y: int, w: int, h: int
     return children, parent
 
 
+def reduce_directions(g: CubeGroup, cube: int, pe: int
+                      ) -> tuple[tuple[str, ...], str | None, tuple[str, ...], str | None]:
+    """Where PE ``pe`` of ``cube`` in group ``g`` receives from and sends to in both
+    reduce levels: (PE-tree children, PE-tree parent, CUBE-mesh children, CUBE-mesh
+    parent); only a CUBE's PE 0 takes part in the mesh level."""
+    i = g.cubes.index(cube)
+    cube_children, cube_parent = centre_role(i % g.w, i // g.w, g.w, g.h)
+    pe_children, pe_parent = tree_role(pe, g.pes)
+    return (tuple(dr for dr, _ in pe_children), pe_parent[0] if pe_parent else None,
+            tuple(dr for dr, _ in cube_children) if pe == 0 else (),
+            cube_parent[0] if (pe == 0 and cube_parent) else None)
+
+
 def centre_depth(w: int, h: int) -> int:
     """Rounds on the critical path of the centre-root reduce (its tree height)."""
     cx, cy = centre(w), centre(h)

@@ -33,11 +33,10 @@ from kernbench.experiments.gqa.common import (
 from kernbench.geometry.groups import (
     CubeGroup,
     centre_depth,
-    centre_role,
     place_groups,
+    reduce_directions,
     reduce_tables,
     root_of,
-    tree_role,
     tree_rounds,
 )
 from kernbench.kernels.attention.decode import VARIANTS, DecodeRank, UserBlock, gqa_decode
@@ -128,11 +127,9 @@ def _group_ranks(g: CubeGroup, blocks: list[tuple], h: _Host, knobs: tuple) -> d
     root = root_of(g)
     rc = root[1]
     ranks = {}
-    for i, cube in enumerate(g.cubes):
-        cube_children, cube_parent = centre_role(i % g.w, i // g.w, g.w, g.h)
+    for cube in g.cubes:
         for pe in range(P):
             rank = g.rank(cube, pe)
-            pe_children, pe_parent = tree_role(pe, P)
             is_root = (g.sip, cube, pe) == root
             users_here = tuple(
                 UserBlock(tq.ptr(cube, pe, g.sip), tk.ptr(cube, pe, g.sip),
@@ -141,10 +138,7 @@ def _group_ranks(g: CubeGroup, blocks: list[tuple], h: _Host, knobs: tuple) -> d
                 for tq, tk, tv, to in blocks)
             ranks[(g.sip, cube, pe)] = DecodeRank(
                 users_here, B, G, d, tile, h.shape.scale, variant,
-                tuple(dr for dr, _ in pe_children), pe_parent[0] if pe_parent else None,
-                tuple(dr for dr, _ in cube_children) if pe == 0 else (),
-                cube_parent[0] if (pe == 0 and cube_parent) else None, tile_shape,
-                stationary)
+                *reduce_directions(g, cube, pe), tile_shape, stationary)
     return ranks
 
 

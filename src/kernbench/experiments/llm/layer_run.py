@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from kernbench.experiments.llm.tensors import Placer
-from kernbench.geometry.groups import centre_role, root_of, tree_role
+from kernbench.geometry.groups import reduce_directions, root_of
 from kernbench.kernels.attention.decode import DecodeRank, UserBlock, gqa_decode
 from kernbench.kernels.attention.helpers import block_len, valid_len
 from kernbench.kernels.decoder import o_project, qkv_project, rope_append, swiglu_ffn
@@ -186,11 +186,9 @@ class DecodeLayer:
         G, d = dims.G, dims.d
         root = root_of(g)
         ranks = {}
-        for i, cube in enumerate(g.cubes):
-            cube_children, cube_parent = centre_role(i % g.w, i // g.w, g.w, g.h)
+        for cube in g.cubes:
             for pe in range(g.pes):
                 rank = g.rank(cube, pe)
-                pe_children, pe_parent = tree_role(pe, g.pes)
                 users = tuple(
                     UserBlock(self.qk[g.head].va + u * (G + 1) * d * 2,
                               caches[(g.head, u)][0].ptr(cube, pe, g.sip),
@@ -201,9 +199,7 @@ class DecodeLayer:
                     for u in range(T))
                 ranks[(g.sip, cube, pe)] = DecodeRank(
                     users, B, G, d, ATTN_TILE, 1.0 / np.sqrt(d), self.variant,
-                    tuple(dr for dr, _ in pe_children), pe_parent[0] if pe_parent else None,
-                    tuple(dr for dr, _ in cube_children) if pe == 0 else (),
-                    cube_parent[0] if (pe == 0 and cube_parent) else None)
+                    *reduce_directions(g, cube, pe))
         return ranks
 
     def _o_proj(self, w: LayerWeights, x: dict, partial: dict) -> None:

@@ -11,14 +11,15 @@ below it.
 
 from __future__ import annotations
 
+from kernbench.experiments.gqa.bounds import compute_bound_ns, kv_bound_ns
+from kernbench.experiments.llm.layer_run import COMM
+
 F16 = 2
-COMM = ("rope", "allreduce_attn", "allreduce_ffn")
 
 
 def roofline_ns(spec, nbytes: float, flops: float) -> float:
-    pe = spec.pe
-    peak = 2 * pe.gemm.mac_rows * pe.gemm.mac_cols * pe.clock_ghz  # FLOP per ns
-    return max(nbytes / spec.slice_bw_gbs, flops / peak)
+    """One PE: its HBM slice's time for ``nbytes`` or its array's for ``flops``."""
+    return max(kv_bound_ns(spec, nbytes, 1), compute_bound_ns(spec, flops, 1))
 
 
 def _gemm(spec, T: int, K: int, N: int) -> float:

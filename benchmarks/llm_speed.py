@@ -19,12 +19,10 @@ Writes benchmarks/out/llm_speed.json (or --out); asserts nothing.
 
 from __future__ import annotations
 
-import argparse
-import json
 import time
 from pathlib import Path
 
-from engine_speed import bare_simpy
+import workload_report
 
 from kernbench.experiments.llm.mapping import Dims
 from kernbench.experiments.llm.step import run_decode_step
@@ -53,25 +51,14 @@ def measure(name: str) -> dict:
             "pes": rec["pes"]}
 
 
+def _line(name: str, w: dict) -> str:
+    return (f"{name:>12s}: {w['wall_s']:8.1f} s wall, step {w['step_ns'] / 1e6:.3f} ms "
+            f"({w['simulated_layers']} of {w['layers']} layers, spread {w['layer_spread']})")
+
+
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--json", action="store_true", help="print one JSON object")
-    ap.add_argument("--only", nargs="+", choices=sorted(WORKLOADS), metavar="NAME",
-                    help=f"run only these workloads ({', '.join(WORKLOADS)})")
-    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "out" / "llm_speed.json")
-    args = ap.parse_args()
-    bare = max(bare_simpy(300_000) for _ in range(3))
-    report = {"bare_simpy_events_per_s": round(bare, 1),
-              "workloads": {name: measure(name) for name in args.only or WORKLOADS}}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
-    if args.json:
-        print(json.dumps(report))
-        return
-    print(f"bare SimPy loop: {bare / 1e6:.2f} M events/s")
-    for name, w in report["workloads"].items():
-        print(f"{name:>12s}: {w['wall_s']:8.1f} s wall, step {w['step_ns'] / 1e6:.3f} ms "
-              f"({w['simulated_layers']} of {w['layers']} layers, spread {w['layer_spread']})")
+    workload_report.run(__doc__, WORKLOADS, measure, ROOT / "benchmarks" / "out" / "llm_speed.json",
+                        _line)
 
 
 if __name__ == "__main__":

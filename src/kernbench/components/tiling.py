@@ -37,6 +37,23 @@ def supertile(tile: tuple[int, int, int], K: int, N: int) -> tuple[int, int, int
     return tm, tk, tn
 
 
+STREAM = "stream"  # tile_shape a composite passes to ask for stream_supertile
+
+
+def stream_supertile(tile: tuple[int, int, int], tile_bytes: int, K: int, N: int,
+                     elem: int = 2) -> tuple[int, int, int]:
+    """The supertile of a weight-streaming GEMM (few rows against a whole weight, the
+    decode projections): the weight tile grows to about ``tile_bytes`` so the weight
+    streams in a few large DMAs, not thousands of small ones; the A tile (``tm`` rows
+    of the same depth) stays within the same bytes. Depth first, then width, each a
+    whole number of the scheduler's tiles where the GEMM is that large."""
+    tm, tk0, tn0 = tile
+    tk = min(K, max(tk0, tile_bytes // (elem * tm) // tk0 * tk0))
+    room = tile_bytes // (elem * tk)  # weight columns that fit beside that depth
+    tn = min(-(-N // tn0) * tn0, max(tn0, room // tn0 * tn0))
+    return tm, tk, tn
+
+
 def n_group(n_tiles: int, tile_m: int, tile_n: int, acc_budget_bytes: int,
             acc_bpe: int = 4) -> int:
     """How many output tiles' accumulators fit in the budget (at least one)."""

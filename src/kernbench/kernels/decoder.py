@@ -14,6 +14,7 @@ from __future__ import annotations
 
 F16, F32 = 2, 4
 RES = "f16"  # the residual stream's type (what the all-reduces carry)
+STREAM = "stream"  # weight-streaming supertiles (pe.scheduler.stream_tile_kb, ADR 0041)
 
 
 def _norm_in(tl, x, norm_w, T: int, D: int, eps: float):
@@ -37,17 +38,18 @@ def qkv_project(x, norm_w, w_qk, w_v, qk, v, T: int, D: int, qk_cols: int, v_col
             item, y = _norm_in(tl, x + r0 * D * F16, norm_w, n, D, eps)
             if qk_cols:
                 out = tl.composite("gemm", prologue=[item], b=tl.ref(w_qk, (D, qk_cols), "f16"),
-                                   out_dtype="f16")
+                                   tile_shape=STREAM, out_dtype="f16")
                 tl.store(qk + (r0 * qk_width + qk_col0) * F16, out, row_stride=qk_width)
                 item = None
             if v_cols:
                 if item is None:
                     tl.wait(y)  # a composite's TCM operands must be finished when issued
                     out = tl.composite("gemm", a=y, b=tl.ref(w_v, (D, v_cols), "f16"),
-                                       out_dtype="f16")
+                                       tile_shape=STREAM, out_dtype="f16")
                 else:
                     out = tl.composite("gemm", prologue=[item],
-                                       b=tl.ref(w_v, (D, v_cols), "f16"), out_dtype="f16")
+                                       b=tl.ref(w_v, (D, v_cols), "f16"), tile_shape=STREAM,
+                                       out_dtype="f16")
                 tl.store(v + (r0 * v_width + v_col0) * F16, out, row_stride=v_width)
 
 
@@ -99,8 +101,8 @@ def o_project(o, w_o, partial, residual, T: int, rows: int, o_width: int, D: int
     epilogue = []
     if residual is not None:
         epilogue = [{"op": "add", "other": tl.load(residual, (T, D), RES)}]
-    tl.wait(tl.composite("gemm", a=a, b=tl.ref(w_o, (rows, D), "f16"), out_ptr=partial,
-                         out_dtype=RES, epilogue=epilogue))
+    tl.wait(tl.composite("gemm", a=a, b=tl.ref(w_o, (rows, D), "f16"), tile_shape=STREAM,
+                         out_ptr=partial, out_dtype=RES, epilogue=epilogue))
 
 
 def swiglu_ffn(h, norm_w, w_gate, w_up, w_down, partial, residual, T: int, D: int, cols: int,
@@ -113,17 +115,17 @@ def swiglu_ffn(h, norm_w, w_gate, w_up, w_down, partial, residual, T: int, D: in
         with tl.scratch_scope():
             item, y = _norm_in(tl, h + r0 * D * F16, norm_w, n, D, eps)
             gate = tl.composite("gemm", prologue=[item], b=tl.ref(w_gate, (D, cols), "f16"),
-                                out_dtype="f32", epilogue=[{"op": "silu"}])
+                                tile_shape=STREAM, out_dtype="f32", epilogue=[{"op": "silu"}])
             tl.wait(gate)
-            act = tl.composite("gemm", a=y, b=tl.ref(w_up, (D, cols), "f16"), out_dtype="f16",
-                               epilogue=[{"op": "mul", "other": gate}])
+            act = tl.composite("gemm", a=y, b=tl.ref(w_up, (D, cols), "f16"), tile_shape=STREAM,
+                               out_dtype="f16", epilogue=[{"op": "mul", "other": gate}])
             tl.wait(act)
             epilogue = []
             if residual is not None:
                 epilogue = [{"op": "add",
                              "other": tl.load(residual + r0 * D * F16, (n, D), RES)}]
             tl.wait(tl.composite("gemm", a=act, b=tl.ref(w_down, (cols, D), "f16"),
-                                 out_ptr=partial + r0 * D * F16, out_dtype=RES,
+                                 tile_shape=STREAM, out_ptr=partial + r0 * D * F16, out_dtype=RES,
                                  epilogue=epilogue))
 
 
@@ -145,4 +147,5 @@ def lm_head(x, norm_w, w, logits, T: int, D: int, cols: int, eps: float, rows: i
         with tl.scratch_scope():
             item, _ = _norm_in(tl, x + r0 * D * F16, norm_w, n, D, eps)
             tl.wait(tl.composite("gemm", prologue=[item], b=tl.ref(w, (D, cols), "f16"),
-                                 out_ptr=logits + r0 * cols * F32, out_dtype="f32"))
+                                 tile_shape=STREAM, out_ptr=logits + r0 * cols * F32,
+                                 out_dtype="f32"))

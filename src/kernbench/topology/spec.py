@@ -110,6 +110,7 @@ class PeSpec:
     tile_k: int
     tile_n: int
     max_inflight_tiles: int
+    stream_tile_bytes: int
 
 
 @dataclass(frozen=True)
@@ -308,6 +309,7 @@ def _pe(pe: dict) -> PeSpec:
         tile_k=int(pe["scheduler"]["tile_k"]),
         tile_n=int(pe["scheduler"]["tile_n"]),
         max_inflight_tiles=int(pe["scheduler"]["max_inflight_tiles"]),
+        stream_tile_bytes=kb_to_bytes(pe["scheduler"]["stream_tile_kb"]),
     )
 
 

@@ -89,6 +89,12 @@ def _check_pe(d: dict, src: str) -> None:
         raise ConfigError(src, "pe.scheduler.max_inflight_tiles",
                           f"{sch['max_inflight_tiles']} tiles of {tile_bytes} bytes do not fit in "
                           f"scheduler_reserved_kb = {tcm['scheduler_reserved_kb']}")
+    stream = 2 * sch["stream_tile_kb"] * sch["max_inflight_tiles"]  # an A and a B tile each
+    if stream > tcm["scheduler_reserved_kb"]:
+        raise ConfigError(src, "pe.scheduler.stream_tile_kb",
+                          f"{sch['max_inflight_tiles']} streaming tiles of 2 x "
+                          f"{sch['stream_tile_kb']} KiB do not fit in scheduler_reserved_kb = "
+                          f"{tcm['scheduler_reserved_kb']}")
     gemm = d["pe"]["gemm"]
     if gemm["weight_rows_per_cycle"] > gemm["mac_rows"]:
         raise ConfigError(src, "pe.gemm.weight_rows_per_cycle",

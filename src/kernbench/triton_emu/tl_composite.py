@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kernbench.components.numerics import ALL_MATH_OPS, UNARY
+from kernbench.components.tiling import STREAM
 from kernbench.errors import KernelMisuse, KernelTypeError
 from kernbench.isa.commands import CompositeCmd, OpSpec, Scope
 from kernbench.isa.handles import TensorHandle
@@ -31,18 +32,30 @@ def check_stationary(verb: str, stationary) -> None:
                            f"got {stationary!r}")
 
 
+def check_tile_shape(tile_shape) -> None:
+    if tile_shape is None or tile_shape == STREAM:
+        return
+    if (not isinstance(tile_shape, tuple) or len(tile_shape) != 3
+            or not all(isinstance(v, int) and v > 0 for v in tile_shape)):
+        raise KernelMisuse(f"tl.composite: tile_shape must be None, {STREAM!r} or three "
+                           f"positive ints (m, k, n), got {tile_shape!r}")
+
+
 class CompositeMixin:
     def composite(self, op: str = "gemm", a: TensorHandle | None = None,
                   b: TensorHandle | None = None, out: TensorHandle | None = None,
                   out_ptr: int | None = None, math_op: str | None = None,
                   epilogue: Sequence[dict | OpSpec] | None = None,
                   prologue: Sequence[dict] | None = None, acc_dtype: str = "f32",
-                  out_dtype: str | None = None, tile_shape: tuple[int, int, int] | None = None,
+                  out_dtype: str | None = None, tile_shape: tuple[int, int, int] | str | None = None,
                   stationary: str = "b") -> TensorHandle:
         """Issue a tiled composite and return its output handle (non-blocking).
         ``stationary``: the operand the MAC array holds in each GEMM supertile ("b",
-        "a" or "auto": the scheduler takes the cheaper one per supertile)."""
+        "a" or "auto": the scheduler takes the cheaper one per supertile); ``tile_shape``:
+        the GEMM's supertile, None for the scheduler's, ``"stream"`` for large weight
+        tiles (``pe.scheduler.stream_tile_kb``) when few rows meet a whole weight."""
         check_stationary("tl.composite", stationary)
+        check_tile_shape(tile_shape)
         pro_ops, rw, primary = self._prologue(prologue)
         if op == "gemm":
             head = self._gemm_head(a, b, primary, out, out_ptr, out_dtype or acc_dtype,

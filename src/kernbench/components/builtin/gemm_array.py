@@ -40,7 +40,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 
-from kernbench.components.tiling import supertile
+from kernbench.components.tiling import STREAM, stream_supertile, supertile
 
 STATIONARY = ("b", "a", "auto")
 
@@ -113,6 +113,9 @@ def mapping(pe, M: int, K: int, N: int, tile_shape, asked: str, a_bytes: int, b_
     as wide as the product allows: A's blocks load once per k step, not once per n
     tile. ``"auto"`` takes the cheaper walk, B on a tie.
     """
+    if tile_shape == STREAM:
+        tile_shape = stream_supertile((pe.tile_m, pe.tile_k, pe.tile_n), pe.stream_tile_bytes,
+                                      K, N, b_bytes)
     if asked == "b":
         return "b", tile_shape
     wide = tile_shape or (pe.tile_m, pe.tile_k, a_held_tile_n(pe, N, a_bytes, b_bytes, b_pinned))

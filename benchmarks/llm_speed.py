@@ -9,11 +9,15 @@ Workloads (timing mode, one process, one core):
   (target: <= 60 s);
 - ``decode_8b``: Llama 3 8B on the default topology (256 PEs), batch 8, context 8K,
   three layers simulated (the default study's heaviest point);
-- ``decode_tiny``: the two-layer tiny-gqa model on small_2x2 (the smoke study's size).
+- ``decode_tiny``: the two-layer tiny-gqa model on small_2x2 (the smoke study's size);
+- ``prefill_8b``: Llama 3 8B on the default topology, one 256-token prompt, one layer
+  simulated (the default study's longest prefill point);
+- ``prefill_tiny``: the tiny model's two layers over a 300-token prompt.
 
-Each reports wall seconds, the simulated step, the spread of the simulated layers after
-the first, and the bare SimPy events per second of the same run (so machines compare).
-The prefill step (TTFT) is not simulated yet, so its 8K target has no workload here.
+Each reports wall seconds, the simulated step (TPOT or TTFT), the spread of the
+simulated layers after the first, and the bare SimPy events per second of the same run
+(so machines compare). The issue's 70B prefill of 8K tokens has no workload: its
+[8192, 8192] all-reduces alone are 128 pieces of 1 MiB over 512 ranks each.
 Writes benchmarks/out/llm_speed.json (or --out); asserts nothing.
 """
 
@@ -25,34 +29,38 @@ from pathlib import Path
 import workload_report
 
 from kernbench.experiments.llm.mapping import Dims
-from kernbench.experiments.llm.step import run_decode_step
+from kernbench.experiments.llm.study import step_function
 from kernbench.models import load_model
 from kernbench.topology import load_topology
 
 ROOT = Path(__file__).resolve().parents[1]
 TOPOLOGIES = ROOT / "config" / "topologies"
 
-WORKLOADS = {  # name: (model, topology, batch, context, simulated layers)
-    "decode_70b": ("llama3-70b", "llama70b_4sip", 16, 32768, 3),
-    "decode_8b": ("llama3-8b", "default", 8, 8192, 3),
-    "decode_tiny": (str(ROOT / "config/models/tiny-gqa.yaml"), "small_2x2", 2, 64, 2),
+TINY = str(ROOT / "config/models/tiny-gqa.yaml")
+WORKLOADS = {  # name: (model, topology, phase, batch, context, simulated layers)
+    "decode_70b": ("llama3-70b", "llama70b_4sip", "decode", 16, 32768, 3),
+    "decode_8b": ("llama3-8b", "default", "decode", 8, 8192, 3),
+    "decode_tiny": (TINY, "small_2x2", "decode", 2, 64, 2),
+    "prefill_8b": ("llama3-8b", "default", "prefill", 1, 256, 1),
+    "prefill_tiny": (TINY, "small_2x2", "prefill", 1, 300, 2),
 }
 
 
 def measure(name: str) -> dict:
-    model, topology, batch, context, layers = WORKLOADS[name]
+    model, topology, phase, batch, context, layers = WORKLOADS[name]
     graph = load_topology(TOPOLOGIES / f"{topology}.yaml")
     dims = Dims.of(load_model(model))
     t0 = time.perf_counter()
-    rec = run_decode_step(graph, dims, batch, context, layers=layers).record
+    rec = step_function(phase)(graph, dims, batch, context, layers=layers).record
     wall = time.perf_counter() - t0
-    return {"wall_s": round(wall, 2), "step_ns": rec["step_ns"], "layers": rec["layers"],
-            "simulated_layers": rec["simulated_layers"], "layer_spread": rec["layer_spread"],
-            "pes": rec["pes"]}
+    return {"phase": phase, "wall_s": round(wall, 2), "step_ns": rec["step_ns"],
+            "layers": rec["layers"], "simulated_layers": rec["simulated_layers"],
+            "layer_spread": rec["layer_spread"], "pes": rec["pes"]}
 
 
 def _line(name: str, w: dict) -> str:
-    return (f"{name:>12s}: {w['wall_s']:8.1f} s wall, step {w['step_ns'] / 1e6:.3f} ms "
+    what = "TPOT" if w["phase"] == "decode" else "TTFT"
+    return (f"{name:>12s}: {w['wall_s']:8.1f} s wall, {what} {w['step_ns'] / 1e6:.3f} ms "
             f"({w['simulated_layers']} of {w['layers']} layers, spread {w['layer_spread']})")
 
 

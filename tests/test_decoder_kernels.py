@@ -122,9 +122,9 @@ def test_o_project_casts_the_attention_rows_and_adds_the_residual(ctx):
     x = f16(rng.standard_normal((T, D)))
     O = ctx.from_numpy(o)
     out, X = ctx.empty((T, D), "f16"), ctx.from_numpy(x)
-    run(ctx, o_project, O.va + 8 * 4, ctx.from_numpy(wo), out, X, T, rows, width, D)
+    run(ctx, o_project, O.va + 8 * 4, ctx.from_numpy(wo), out, X, T, rows, width, D, 2)
     close(ctx.to_numpy(out), x.astype(np.float64) + f16(o[:, 8:8 + rows]).astype(np.float64) @ wo)
-    run(ctx, o_project, 0, ctx.from_numpy(wo), out, None, T, 0, width, D)
+    run(ctx, o_project, 0, ctx.from_numpy(wo), out, None, T, 0, width, D, 2)
     assert not ctx.to_numpy(out).any()  # a rank without rows contributes zeros
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from kernbench.cli.main import main
 from kernbench.experiments.llm.mapping import Dims, build
-from kernbench.experiments.llm.step import run_decode_step
+from kernbench.experiments.llm.step import run_decode_step, run_prefill_step
 from kernbench.models import load_model
 from kernbench.topology import load_topology
 
@@ -33,17 +33,25 @@ def _rope(x, pos, theta):
     return out
 
 
+def _norm(v, g, eps):
+    return v / np.sqrt((v * v).mean(-1, keepdims=True) + eps) * g
+
+
+def _rest_of_block(x, att, w, eps):
+    """After attention: the residual through W_o, then the FFN block."""
+    h = x + att @ w["wo"]
+    m = _norm(h, w["ffn_norm"], eps)
+    g = m @ w["w_gate"]
+    return h + (g / (1 + np.exp(-g)) * (m @ w["w_up"])) @ w["w_down"]
+
+
 def _numpy_decode_layer(x, a, l, S, cfg):
     """The Llama block of the issue, in float64, straight from the dump's arrays."""
     w = {k: a[f"l{l}.{k}"].astype(np.float64) for k in WEIGHTS}
     B, D = x.shape
     Hq, Hkv, d = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
     eps = cfg.rms_norm_eps
-
-    def norm(v, g):
-        return v / np.sqrt((v * v).mean(-1, keepdims=True) + eps) * g
-
-    n = norm(x, w["attn_norm"])
+    n = _norm(x, w["attn_norm"], eps)
     pos = np.full(B, float(S))
     q = _rope((n @ w["wq"]).reshape(B, Hq, d), pos, cfg.rope_theta)
     k = _rope((n @ w["wk"]).reshape(B, Hkv, d), pos, cfg.rope_theta)
@@ -56,19 +64,21 @@ def _numpy_decode_layer(x, a, l, S, cfg):
             s = keys[:, i // (Hq // Hkv)] @ q[u, i] / np.sqrt(d)
             p = np.exp(s - s.max())
             att[u, i] = (p / p.sum()) @ vals[:, i // (Hq // Hkv)]
-    h = x + att.reshape(B, Hq * d) @ w["wo"]
-    m = norm(h, w["ffn_norm"])
-    g = m @ w["w_gate"]
-    return h + (g / (1 + np.exp(-g)) * (m @ w["w_up"])) @ w["w_down"]
+    return _rest_of_block(x, att.reshape(B, Hq * d), w, eps)
+
+
+def _dump(folder, phase: str, batch: int, context: int, seed: int) -> dict:
+    """The arrays ``kernbench model --data --dump`` writes for the tiny model."""
+    out = folder / "m.npz"
+    assert main(["model", "--model", TINY, "--topology", SMALL, "--phase", phase,
+                 "--batch", str(batch), "--context", str(context), "--data", "--seed",
+                 str(seed), "--dump", str(out)]) == 0
+    return dict(np.load(out))
 
 
 @pytest.fixture(scope="module")
 def dumped(tmp_path_factory):
-    out = tmp_path_factory.mktemp("model") / "m.npz"
-    rc = main(["model", "--model", TINY, "--topology", SMALL, "--phase", "decode",
-               "--batch", "2", "--context", "37", "--data", "--seed", "3", "--dump", str(out)])
-    assert rc == 0
-    return dict(np.load(out))
+    return _dump(tmp_path_factory.mktemp("model"), "decode", 2, 37, 3)
 
 
 def test_two_layer_decode_equals_numpy(dumped):
@@ -151,3 +161,98 @@ def test_json_output_names_the_model_and_phase(capsys):
     doc = json.loads(capsys.readouterr().out)
     assert doc["model"] == "tiny-gqa" and doc["phase"] == "decode"
     assert doc["simulated_layers"] == 1 and doc["layers"] == 2
+
+
+# -- prefill: one prompt, causal, every token through the layers -----------------------
+
+PROMPT = 300  # > one 256-token KV tile per CUBE and several 128-row query blocks
+
+
+def _numpy_prefill_layer(x, a, l, cfg):
+    """The same block over a prompt: token t at position t sees tokens 0..t."""
+    w = {k: a[f"l{l}.{k}"].astype(np.float64) for k in WEIGHTS}
+    S, D = x.shape
+    Hq, Hkv, d = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
+    eps = cfg.rms_norm_eps
+    n = _norm(x, w["attn_norm"], eps)
+    pos = np.arange(S, dtype=np.float64)
+    q = _rope((n @ w["wq"]).reshape(S, Hq, d), pos, cfg.rope_theta)
+    k = _rope((n @ w["wk"]).reshape(S, Hkv, d), pos, cfg.rope_theta)
+    v = (n @ w["wv"]).reshape(S, Hkv, d)
+    att = np.zeros((S, Hq, d))
+    for i in range(Hq):
+        kv = i // (Hq // Hkv)
+        s = q[:, i] @ k[:, kv].T / np.sqrt(d)
+        s[np.triu_indices(S, 1)] = -np.inf  # a token does not see later ones
+        p = np.exp(s - s.max(-1, keepdims=True))
+        att[:, i] = (p / p.sum(-1, keepdims=True)) @ v[:, kv]
+    return _rest_of_block(x, att.reshape(S, Hq * d), w, eps)
+
+
+@pytest.fixture(scope="module")
+def prefill_dumped(tmp_path_factory):
+    return _dump(tmp_path_factory.mktemp("prefill"), "prefill", 1, PROMPT, 5)
+
+
+def test_two_layer_prefill_equals_numpy(prefill_dumped):
+    cfg = load_model(TINY)
+    x = prefill_dumped["x"].astype(np.float64)
+    for layer in range(cfg.num_hidden_layers):
+        x = _numpy_prefill_layer(x, prefill_dumped, layer, cfg)
+    err = np.abs(prefill_dumped["out"] - x)
+    assert err.max() < 2e-2 * np.abs(x).max(), err.max()
+    assert np.median(err) < 2e-3 * np.abs(x).max()  # typical rows far tighter than the worst
+    assert np.abs(prefill_dumped["out"] - prefill_dumped["x"]).max() > 10 * err.max()
+
+
+def test_prefill_dump_has_the_prompt_rows_and_no_cache(prefill_dumped):
+    cfg = load_model(TINY)
+    D = cfg.hidden_size
+    assert prefill_dumped["x"].shape == prefill_dumped["out"].shape == (PROMPT, D)
+    assert not [k for k in prefill_dumped if "cache" in k]
+    weights = {k for k in prefill_dumped if k.startswith("l")}
+    assert weights == {f"l{layer}.{w}" for layer in range(2) for w in WEIGHTS}
+
+
+@pytest.fixture(scope="module")
+def prefill_record():
+    cfg = load_model(TINY)
+    return run_prefill_step(load_topology(SMALL), Dims.of(cfg), 1, 700, model=cfg.name).record
+
+
+def test_prefill_components_add_up_and_stay_above_the_bound(prefill_record):
+    rec = prefill_record
+    assert rec["phase"] == "prefill" and rec["context"] == 700
+    assert rec["step_ns"] == pytest.approx(
+        rec["embedding_ns"] + sum(rec["simulated_layer_totals_ns"]) + rec["lm_head_ns"],
+        rel=1e-12)
+    assert rec["ttft_ms"] == pytest.approx(rec["step_ns"] / 1e6)
+    assert rec["prefill_tokens_per_s"] == pytest.approx(700 * 1e9 / rec["step_ns"])
+    pred = rec["analytic"]
+    assert rec["step_ns"] >= pred["step_ns"]
+    for op in ("qkv", "attention", "o_proj", "ffn"):
+        assert rec["layer_ns"][op] >= pred["layer_ns"][op], op
+
+
+def test_a_residual_reduced_in_pieces_equals_numpy(monkeypatch):
+    """A prompt's [S, D] rows exceed one collective's scratch on real models; force
+    the pieces small here (4 KiB of a 20 KiB buffer) and check the values."""
+    from kernbench.experiments.llm import step
+
+    monkeypatch.setattr(step, "collective_chunk_bytes", lambda spec: 4096)
+    cfg = load_model(TINY)
+    dims = Dims.of(cfg)
+    r = run_prefill_step(load_topology(SMALL), dims, 1, 40, layers=1, data=True, seed=2)
+    assert r.record["collective"]["chunk_bytes"] == 4096
+    x = r.arrays["x"].astype(np.float64)
+    want = _numpy_prefill_layer(x, r.arrays, 0, cfg)
+    # one simulated layer: the dump's out is after layer 0
+    assert np.abs(r.arrays["out"] - want).max() < 2e-2 * np.abs(want).max()
+
+
+def test_prefill_of_a_longer_prompt_takes_longer(prefill_record):
+    cfg = load_model(TINY)
+    short = run_prefill_step(load_topology(SMALL), Dims.of(cfg), 1, 350, layers=1).record
+    assert short["ttft_ms"] < prefill_record["ttft_ms"]
+    for op in short["layer_ns"]:  # every step has more rows to move or compute
+        assert short["layer_ns"][op] < prefill_record["layer_ns"][op], op

@@ -106,6 +106,17 @@ def test_expand_refuses_a_bad_entry_with_one_line(entry, key, expect, monkeypatc
     assert expect in msg, msg
 
 
+def test_a_prefill_entry_runs_one_prompt(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    block = dict(BLOCK, points=[dict(BLOCK["points"][0], phase="prefill", batch=[1, 2])])
+    with pytest.raises(ConfigError, match=r"^c\.yaml: experiments\.llm\.points\[0\]\.batch: "
+                       r"\[1, 2\]: a prefill point runs one prompt"):
+        study.expand(block, load_spec(ROOT / SMALL), "c.yaml")
+    block = dict(BLOCK, points=[dict(BLOCK["points"][0], phase="prefill", batch=[1])])
+    points, _ = study.expand(block, load_spec(ROOT / SMALL), "c.yaml")
+    assert [wid for wid, _ in points] == ["tiny-gqa-prefill-b1-s64"]
+
+
 def test_a_prefill_job_without_the_prefill_step_fails_loudly(monkeypatch, small_graph):
     from kernbench.experiments.llm import step
 

@@ -1,5 +1,6 @@
-"""``kernbench model``: one inference step of a whole model on a system (decode for now),
-with the per-layer breakdown, TPOT, tokens/s and the analytic prediction."""
+"""``kernbench model``: one inference step of a whole model on a system (a decode step,
+or the prefill of one prompt), with the per-layer breakdown, TPOT or TTFT, tokens/s and
+the analytic prediction."""
 
 from __future__ import annotations
 
@@ -17,9 +18,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                                                   "config.json or the same keys in YAML")
     p.add_argument("--topology", required=True, help="topology file or name")
     p.add_argument("--phase", required=True, help="decode | prefill")
-    p.add_argument("--batch", type=int, required=True, help="users, one new token each")
-    p.add_argument("--context", type=int, required=True, help="tokens already in each "
-                                                              "user's KV cache")
+    p.add_argument("--batch", type=int, required=True, help="decode: users, one new token "
+                                                            "each; prefill: 1 (one prompt)")
+    p.add_argument("--context", type=int, required=True, help="decode: tokens already in "
+                                                              "each user's KV cache; prefill: "
+                                                              "the prompt's tokens")
     p.add_argument("--layers", type=int, help="layers to simulate (default all; the rest "
                                               "count as the last simulated one)")
     p.add_argument("--tp", type=int, help="tensor-parallel ranks: k PEs of every CUBE "
@@ -53,12 +56,12 @@ def _check(args) -> None:
     check_model_name(args.model)
     if args.phase not in PHASES:
         raise UsageError(f"--phase must be decode or prefill, got {args.phase!r}")
-    if args.phase == "prefill":
-        raise UsageError("--phase prefill: the prefill step is not simulated yet (decode only)")
     for name in ("batch", "context", "layers", "tp"):
         value = getattr(args, name)
         if value is not None and value < 1:
             raise UsageError(f"--{name} must be a positive integer, got {value}")
+    if args.phase == "prefill" and args.batch != 1:
+        raise UsageError(f"--batch {args.batch}: a prefill step runs one prompt (--batch 1)")
     if args.dump and not args.data:
         raise UsageError("--dump needs --data (timing mode computes no values)")
     check_output_path("--dump", args.dump)
@@ -68,7 +71,7 @@ def _check(args) -> None:
 def run(args: argparse.Namespace) -> int:
     from kernbench.cli.common import resolve_topology
     from kernbench.experiments.llm.mapping import Dims
-    from kernbench.experiments.llm.step import run_decode_step
+    from kernbench.experiments.llm.study import step_function
     from kernbench.models import load_model
     from kernbench.topology import load_topology
 
@@ -76,9 +79,10 @@ def run(args: argparse.Namespace) -> int:
     model = load_model(args.model)
     graph = load_topology(resolve_topology(args.topology))
     check_fit(model, graph.spec, args.batch, args.context)
-    r = run_decode_step(graph, Dims.of(model), args.batch, args.context, layers=args.layers,
-                        tp=args.tp, data=args.data, seed=args.seed, model=model.name,
-                        keep_records=bool(args.trace))
+    r = step_function(args.phase)(graph, Dims.of(model), args.batch, args.context,
+                                  layers=args.layers, tp=args.tp, data=args.data,
+                                  seed=args.seed, model=model.name,
+                                  keep_records=bool(args.trace))
     if args.dump:
         import numpy as np
 
@@ -119,8 +123,12 @@ def _table(out, rec: dict) -> None:
     out.write(f"# {note}\n")
     out.write(f"embedding {rec['embedding_ns'] * us:.3f} us   LM head "
               f"{rec['lm_head_ns'] * us:.3f} us\n")
-    out.write(f"step (TPOT) {rec['tpot_ms']:.4f} ms   analytic "
+    what = "TPOT" if rec["phase"] == "decode" else "TTFT"
+    out.write(f"step ({what}) {rec['step_ns'] * 1e-6:.4f} ms   analytic "
               f"{rec['analytic']['step_ns'] * 1e-6:.4f} ms   error "
               f"{100 * rec['analytic_error']:+.1f} %\n")
-    out.write(f"tokens/s per user {rec['tokens_per_s_user']:.1f}   per system "
-              f"{rec['tokens_per_s_system']:.1f}\n")
+    if rec["phase"] == "decode":
+        out.write(f"tokens/s per user {rec['tokens_per_s_user']:.1f}   per system "
+                  f"{rec['tokens_per_s_system']:.1f}\n")
+    else:
+        out.write(f"prompt tokens/s {rec['prefill_tokens_per_s']:.1f}\n")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 F16, F32 = 2, 4
 RES = "f16"  # the residual stream's type (what the all-reduces carry)
+ZERO_BYTES = 256 * 1024  # scratch the embedding zeroes its rows through
 STREAM = "stream"  # weight-streaming supertiles (pe.scheduler.stream_tile_kb, ADR 0041)
 
 
@@ -85,24 +86,26 @@ def rope_append(qk, v, cos, sin, T: int, heads: int, d: int, slots, *, tl):
             tl.store(v_ptr + col * d * F16, vt)
 
 
-def o_project(o, w_o, partial, residual, T: int, rows: int, o_width: int, D: int, *, tl):
+def o_project(o, w_o, partial, residual, T: int, rows: int, o_width: int, D: int,
+              block: int, *, tl):
     """partial [T, D] = O[:, this rank's rows] @ W_o[rows, :] (+ the residual on
-    the rank that carries it); O is the attention group's [T, o_width] f32 output.
-    A rank with no rows (its SIP holds no KV head) contributes zeros."""
-    if rows == 0:
-        out = tl.zeros((T, D), RES)
-        if residual is not None:
-            out = tl.load(residual, (T, D), RES)
-        tl.store(partial, out)
-        return
-    ot = tl.load(o, (T, rows), "f32", row_stride=o_width)
-    a = tl.composite("math", math_op="copy", a=ot, out_dtype="f16")
-    tl.wait(a)
-    epilogue = []
-    if residual is not None:
-        epilogue = [{"op": "add", "other": tl.load(residual, (T, D), RES)}]
-    tl.wait(tl.composite("gemm", a=a, b=tl.ref(w_o, (rows, D), "f16"), tile_shape=STREAM,
-                         out_ptr=partial, out_dtype=RES, epilogue=epilogue))
+    the rank that carries it), ``block`` token rows at a time; O is the attention
+    group's [T, o_width] f32 output. A rank with no rows (its SIP holds no KV head)
+    contributes zeros (or the residual)."""
+    for r0 in range(0, T, block):
+        n = min(block, T - r0)
+        with tl.scratch_scope():
+            res = None if residual is None else tl.load(residual + r0 * D * F16, (n, D), RES)
+            if rows == 0:
+                tl.store(partial + r0 * D * F16, res if res is not None else tl.zeros((n, D), RES))
+                continue
+            ot = tl.load(o + r0 * o_width * F32, (n, rows), "f32", row_stride=o_width)
+            a = tl.composite("math", math_op="copy", a=ot, out_dtype="f16")
+            tl.wait(a)
+            epilogue = [] if res is None else [{"op": "add", "other": res}]
+            tl.wait(tl.composite("gemm", a=a, b=tl.ref(w_o, (rows, D), "f16"),
+                                 tile_shape=STREAM, out_ptr=partial + r0 * D * F16,
+                                 out_dtype=RES, epilogue=epilogue))
 
 
 def swiglu_ffn(h, norm_w, w_gate, w_up, w_down, partial, residual, T: int, D: int, cols: int,
@@ -133,7 +136,10 @@ def embed(table, partial, T: int, D: int, rows: tuple, *, tl):
     """partial [T, D]: embedding rows for the tokens whose ids fall in this rank's
     vocabulary shard, zero elsewhere (an all-reduce then gives every rank x).
     ``rows``: (token row, row in the shard) pairs."""
-    tl.store(partial, tl.zeros((T, D), RES))
+    block = max(1, ZERO_BYTES // (D * F16))
+    for r0 in range(0, T, block):  # zero the rows a block at a time (a prompt is long)
+        with tl.scratch_scope():
+            tl.store(partial + r0 * D * F16, tl.zeros((min(block, T - r0), D), RES))
     for t, r in rows:
         with tl.scratch_scope():
             tl.store(partial + t * D * F16, tl.load(table + r * D * F16, (1, D), "f16"))

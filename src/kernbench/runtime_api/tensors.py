@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from kernbench.isa.dtypes import dtype_bytes
 from kernbench.isa.handles import numel
@@ -48,6 +48,22 @@ class Tensor:
     def ptr(self, cube: int, pe: int, sip: int | None = None) -> int:
         """The virtual address a kernel on (sip, cube, pe) uses for its local shard."""
         return self.local(cube, pe, sip).va
+
+    def chunk(self, offset: int, nbytes: int) -> Tensor:
+        """A view of bytes ``offset .. offset + nbytes`` of every shard (1-D, same
+        dtype): how a buffer too large for one collective is reduced in pieces."""
+        size = dtype_bytes(self.dtype)
+        shard = self.placements[0].nbytes
+        if offset % size or nbytes % size or offset < 0 or nbytes < size \
+                or offset + nbytes > shard:
+            raise ValueError(f"chunk({offset}, {nbytes}) of {self.name!r}: whole "
+                             f"{self.dtype} elements within its {shard}-byte shards")
+        places = [Placement(replace(p.shard, shape=(nbytes // size,)),
+                            p.pa._replace(hbm_offset=p.pa.hbm_offset + offset), p.va + offset,
+                            nbytes) for p in self.placements]
+        return Tensor(f"{self.name}[{offset}:{offset + nbytes}]", (nbytes // size,),
+                      self.dtype, self.dp, self.va + offset, nbytes, self.sip, places,
+                      self.freed, list(self.mapped_by))
 
     @property
     def local_shape(self) -> tuple[int, ...]:

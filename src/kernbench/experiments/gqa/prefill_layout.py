@@ -136,11 +136,13 @@ class Host:
     """The engine, the host context and what the host keeps of every user's tensors."""
 
     def __init__(self, graph, sz: Sizes, users: int, data: bool, seed: int,
-                 keep_records: bool, planned: bool = True) -> None:
+                 keep_records: bool, planned: bool = True, ctx=None) -> None:
+        """On a new engine, or on ``ctx``'s (the whole-model step's)."""
         self.sz, self.users, self.data = sz, users, data
-        self.engine = GraphEngine(graph, enable_data=data, keep_records=keep_records,
-                                  planned_composites=planned)
-        self.ctx = RuntimeContext(self.engine)
+        if ctx is None:
+            ctx = RuntimeContext(GraphEngine(graph, enable_data=data, keep_records=keep_records,
+                                             planned_composites=planned))
+        self.ctx, self.engine = ctx, ctx.engine
         self.rng = np.random.default_rng(seed)
         self.arrays: dict[str, np.ndarray] = {}
         self.outputs: list = []

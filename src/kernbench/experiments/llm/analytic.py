@@ -2,16 +2,18 @@
 
 Each projection's time is the slower of its rank's HBM traffic at the PE's
 slice bandwidth and its FLOPs at the MAC array's peak; attention is the same
-over a group's KV cache; RoPE and the cache append are left out (a few KiB
-per group). Each all-reduce is the collectives library's own alpha-beta
-prediction of the algorithm that ran (``CollectiveResult.predicted_ns``). No
-launch or dispatch cost is counted, so the simulated step should not be
-below it.
+over a group's KV cache (decode) or its causal query-key pairs (prefill); RoPE,
+the cache append and the prefill's layout copies are left out. Each all-reduce
+is the collectives library's own alpha-beta prediction of the algorithm that ran
+(``CollectiveResult.predicted_ns``, summed over the pieces a long prompt's rows
+are reduced in). No launch or dispatch cost is counted, so the simulated step
+should not be below it.
 """
 
 from __future__ import annotations
 
-from kernbench.experiments.gqa.bounds import compute_bound_ns, kv_bound_ns
+from kernbench.experiments.gqa.bounds import compute_bound_ns, kv_bound_ns, query_key_pairs, work
+from kernbench.experiments.gqa.common import Shape
 from kernbench.experiments.llm.layer_run import COMM
 
 F16 = 2
@@ -27,30 +29,44 @@ def _gemm(spec, T: int, K: int, N: int) -> float:
     return roofline_ns(spec, (K * N + T * K + T * N) * F16, 2 * T * K * N)
 
 
+def _projections(spec, dims, m, T: int) -> dict:
+    s = next(iter(m.slices.values()))
+    D = dims.D
+    return {"qkv": _gemm(spec, T, D, s.qk + s.v), "o_proj": _gemm(spec, T, s.o, D),
+            "ffn": _gemm(spec, T, D, 2 * m.ffn_cols) + _gemm(spec, T, m.ffn_cols, D)}
+
+
 def decode_layer(spec, dims, m, T: int, S: int) -> dict:
     """Per-op lower bounds (ns) of one decode layer on mapping ``m``."""
-    s = next(iter(m.slices.values()))
-    D, d, G = dims.D, dims.d, dims.G
+    d, G = dims.d, dims.G
     keys = S + 1
     kv = T * keys * d * F16 * 2
     qk_flops = 2 * T * G * keys * d * 2
     ranks = m.C * m.P
-    return {
-        "qkv": _gemm(spec, T, D, s.qk + s.v),
-        "attention": roofline_ns(spec, kv / ranks, qk_flops / ranks),
-        "o_proj": _gemm(spec, T, s.o, D),
-        "ffn": _gemm(spec, T, D, 2 * m.ffn_cols) + _gemm(spec, T, m.ffn_cols, D),
-    }
+    return {**_projections(spec, dims, m, T),
+            "attention": roofline_ns(spec, kv / ranks, qk_flops / ranks)}
 
 
-def decode_step(spec, dims, m, T: int, S: int, collectives: list[float]) -> dict:
-    """The predicted step; ``collectives`` are the alpha-beta predictions of the
-    all-reduces in run order (embedding, then two per simulated layer)."""
-    ops = decode_layer(spec, dims, m, T, S)
+def prefill_layer(spec, dims, m, S: int) -> dict:
+    """Per-op lower bounds (ns) of one causal prefill layer of ``S`` tokens: attention is
+    a group's query-key pairs at the array's peak, or its K and V read once, over its
+    ranks."""
+    shape = Shape(dims.Hkv, dims.G, dims.d)
+    flops = work(shape, S, 1, query_key_pairs(S, True))["flops"] / dims.Hkv
+    ranks = m.C * m.P
+    return {**_projections(spec, dims, m, S),
+            "attention": roofline_ns(spec, S * dims.d * F16 * 2 / ranks, flops / ranks)}
+
+
+def step(spec, dims, m, ops: dict, rows: int, head_rows: int, collectives: list[float]) -> dict:
+    """The predicted step from one layer's op bounds; ``collectives`` are the alpha-beta
+    predictions of the all-reduces in run order (embedding, then two per simulated
+    layer); ``rows`` token rows are embedded and ``head_rows`` reach the LM head."""
+    ops = dict(ops)
     ops["allreduce_attn"], ops["allreduce_ffn"] = collectives[-2], collectives[-1]
     layer = sum(ops.values())
-    embedding = roofline_ns(spec, T * dims.D * F16, 0) + collectives[0]
-    head = _gemm(spec, T, dims.D, m.vocab_cols)
+    embedding = roofline_ns(spec, rows * dims.D * F16, 0) + collectives[0]
+    head = _gemm(spec, head_rows, dims.D, m.vocab_cols)
     return {"layer_ns": ops, "layer_total_ns": layer, "embedding_ns": embedding,
             "lm_head_ns": head, "step_ns": embedding + dims.layers * layer + head}
 

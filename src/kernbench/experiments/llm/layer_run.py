@@ -211,7 +211,7 @@ class DecodeLayer:
             o_ptr = self.o[s.group.head].va + s.o0 * 4 if s else 0
             plan[r] = (o_ptr, ptr(w.wo, r), ptr(partial, r),
                        ptr(x, r) if r == first else None, T, s.o if s else 0,
-                       dims.G * dims.d, dims.D)
+                       dims.G * dims.d, dims.D, row_block(self.ctx.spec, dims.D, s.o if s else 0))
         self._launch("o_proj", o_project, plan)
 
     def _ffn(self, w: LayerWeights, h: dict, partial: dict) -> None:

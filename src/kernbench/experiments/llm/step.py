@@ -1,7 +1,8 @@
 """One model step on the system: embedding, the layers back to back, the LM head.
 
-Decode only for now: B users, one new token each at position S (the context
-already in the KV cache). Fewer layers than the model has may be simulated
+Decode: B users, one new token each at position S (the context already in the
+KV cache). Prefill: one prompt of S tokens, causal, up to its first output
+token (the LM head on the last row). Fewer layers than the model has may be simulated
 (``layers``); the step then counts the last simulated layer for each layer
 left out, and the record says how far the simulated layers after the first
 differ from each other (``layer_spread``), which is what justifies it.
@@ -34,6 +35,12 @@ from kernbench.sim_engine.engine import GraphEngine
 COLLECTIVE_SLOT_BYTES = 16384
 
 
+def collective_chunk_bytes(spec) -> int:
+    """The largest piece of a buffer one all-reduce takes: half the kernel scratch (the
+    collective holds its buffer there beside its receive buffers), whole slots."""
+    return spec.pe.kernel_scratch_bytes // 2 // COLLECTIVE_SLOT_BYTES * COLLECTIVE_SLOT_BYTES
+
+
 @dataclass
 class StepRun:
     record: dict
@@ -48,33 +55,41 @@ def _positive(name: str, value) -> int:
 
 
 class _Step:
-    def __init__(self, graph, dims: Dims, users: int, context: int, tp, data: bool,
+    """What a step's phases share: the engine, mapping, collectives, residual buffers
+    of ``rows`` token rows, and the RoPE angles of the rows' ``positions``."""
+
+    def __init__(self, graph, dims: Dims, rows: int, positions, tp, data: bool,
                  seed: int, algorithm: str, keep_records: bool = False) -> None:
-        self.dims, self.T, self.S, self.data = dims, users, context, data
+        self.dims, self.T, self.data = dims, rows, data
         self.mapping = build(graph.spec, dims, tp)
         self.engine = GraphEngine(graph, enable_data=data, keep_records=keep_records)
         self.ctx = RuntimeContext(self.engine)
         for c in self.mapping.ranks:  # create every rank's PE before the queue sets
             self.engine.pe(*c)
-        self.collective = {"algorithm": algorithm, "slot_bytes": COLLECTIVE_SLOT_BYTES}
+        self.chunk_bytes = collective_chunk_bytes(graph.spec)
+        self.collective = {"algorithm": algorithm, "slot_bytes": COLLECTIVE_SLOT_BYTES,
+                           "chunk_bytes": self.chunk_bytes}
         self.backend = AhbmBackend(self.ctx, algorithm, pes=tuple(range(self.mapping.k)),
                                    ipcq={"slot_bytes": COLLECTIVE_SLOT_BYTES})
         self.queues = {"collective": queue_sets(self.engine)}
-        self.ctx.install_ipcq(reduce_tables(list(self.mapping.groups)), slots=4,
-                              slot_bytes=max(4096, dims.G * dims.d * 4))
-        self.queues["attention"] = queue_sets(self.engine)
         self.place = Placer(self.ctx, self.mapping, data)
         self.rng = np.random.default_rng(seed)
         self.arrays: dict[str, np.ndarray] = {}
-        T, D = users, dims.D
+        T, D = rows, dims.D
         self.bufs = (self.place.per_rank("x", (T, D), "f16"),
                      self.place.per_rank("r", (T, D), "f16"))
-        cos, sin = rope_angles(np.full(T, context), dims.d, dims.theta)
+        cos, sin = rope_angles(positions, dims.d, dims.theta)
         self.angles = {"cos": self.place.replicated("cos", cos.astype(np.float32),
                                                     cos.shape, "f32"),
                        "sin": self.place.replicated("sin", sin.astype(np.float32),
                                                     sin.shape, "f32")}
         self.collectives: list = []
+
+    def install_attention(self, tables, slots: int, slot_bytes: int) -> None:
+        """The attention's PE_IPCQ queues (its own set: direction names overlap)."""
+        self.ctx.install_ipcq(tables, slots=slots, slot_bytes=slot_bytes)
+        self.queues["attention"] = queue_sets(self.engine)
+        self.use_queues("collective")
 
     def _timed(self, fn) -> float:
         env = self.engine.env
@@ -86,11 +101,18 @@ class _Step:
         """Switch every PE to the collective's or the attention's IPCQ queues."""
         use_queue_sets(self.engine, self.queues[name])
 
-    def _all_reduce(self, tensors):
+    def _all_reduce(self, tensors) -> None:
+        """All-reduce the per-rank buffers, in pieces of at most ``chunk_bytes`` (the
+        collective holds its whole buffer in TCM scratch; a prompt's rows do not fit),
+        one after another; the prediction of the whole is the pieces' sum."""
         self.use_queues("collective")
-        res = self.backend.all_reduce_all(tensors)
-        self.collectives.append(res.predicted_ns)
-        return res
+        shard = tensors[0].placements[0].nbytes
+        predicted = 0.0
+        for off in range(0, shard, self.chunk_bytes):
+            part = {sip: t.chunk(off, min(self.chunk_bytes, shard - off))
+                    for sip, t in tensors.items()}
+            predicted += self.backend.all_reduce_all(part).predicted_ns
+        self.collectives.append(predicted)
 
     def embedding(self) -> float:
         """Token rows from each rank's vocabulary shard, then an all-reduce into x."""
@@ -114,9 +136,10 @@ class _Step:
             self._all_reduce(self.bufs[0])
         return self._timed(run)
 
-    def head(self) -> float:
-        """Final RMSNorm and this rank's vocabulary columns of the logits."""
-        dims, m, T = self.dims, self.mapping, self.T
+    def head(self, last: int) -> float:
+        """Final RMSNorm and this rank's vocabulary columns of the logits of the ``last``
+        token rows (every user's token in decode, the prompt's last in prefill)."""
+        dims, m, T = self.dims, self.mapping, last
         vc = m.vocab_cols
         w = self.place.per_rank("lm_head", (dims.D, vc), "f16",
                                 lambda r: (self.rng.standard_normal((dims.D, vc))
@@ -124,13 +147,35 @@ class _Step:
         norm = self.place.replicated("norm", np.ones(dims.D, np.float32), (dims.D,), "f32")
         logits = self.place.per_rank("logits", (T, vc), "f32")
         rows = row_block(self.ctx.spec, dims.D, vc)
-        plan = {r: (ptr(self.bufs[0], r), ptr(norm, r), ptr(w, r), ptr(logits, r), T, dims.D,
-                    vc, dims.eps, rows) for r in m.ranks}
+        first = (self.T - T) * dims.D * 2  # bytes of the f16 rows before them
+        plan = {r: (ptr(self.bufs[0], r) + first, ptr(norm, r), ptr(w, r), ptr(logits, r), T,
+                    dims.D, vc, dims.eps, rows) for r in m.ranks}
         return self._timed(lambda: self.ctx.wait(self.ctx.launch(
             "lm_head", per_rank, lm_head, plan, dp=self.place.rank_dp, sips="all")))
 
     def read_x(self) -> np.ndarray:
         return self.ctx.to_numpy(self.bufs[0][0])[:self.T].astype(np.float32)
+
+
+def _layers(dims: Dims, layers: int | None) -> int:
+    n = dims.layers if layers is None else _positive("layers", layers)
+    if n > dims.layers:
+        raise UsageError(f"--layers {n}: the model has {dims.layers} layers")
+    return n
+
+
+def _run_layers(st: _Step, layer, n: int, caches) -> list[dict]:
+    """Embedding, ``n`` layers and the arrays of each (data mode); the layers' spans."""
+    spans = []
+    for l in range(n):
+        w = LayerWeights(st.place, st.dims, l, st.rng)
+        cache, kv = caches(l) if caches else (None, {})
+        for k, v in {**w.arrays, **kv}.items():
+            st.arrays[f"l{l}.{k}"] = v.astype(np.float32)
+        spans.append(layer.step(w, cache, st.bufs, st.angles))
+    if st.data:
+        st.arrays["out"] = st.read_x()
+    return spans
 
 
 def run_decode_step(graph, dims: Dims, users: int, context: int, *, layers: int | None = None,
@@ -140,48 +185,82 @@ def run_decode_step(graph, dims: Dims, users: int, context: int, *, layers: int 
     """Simulate one decode step of ``dims`` (``layers`` of its layers, default all)."""
     _positive("batch", users)
     _positive("context", context)
-    n = dims.layers if layers is None else _positive("layers", layers)
-    if n > dims.layers:
-        raise UsageError(f"--layers {n}: the model has {dims.layers} layers")
-    st = _Step(graph, dims, users, context, tp, data, seed, algorithm, keep_records)
+    n = _layers(dims, layers)
+    st = _Step(graph, dims, users, np.full(users, context), tp, data, seed, algorithm,
+               keep_records)
+    st.install_attention(reduce_tables(list(st.mapping.groups)), 4,
+                         max(4096, dims.G * dims.d * 4))
     embed_ns = st.embedding()
     if data:
         st.arrays["x"] = st.read_x()
     layer = DecodeLayer(st.ctx, st._all_reduce, st.place, dims, users, context,
                         use_queues=st.use_queues)
-    spans = []
-    for l in range(n):
-        w = LayerWeights(st.place, dims, l, st.rng)
-        caches, kv = layer.caches(l, st.rng)
-        for k, v in {**w.arrays, **kv}.items():
-            st.arrays[f"l{l}.{k}"] = v.astype(np.float32)
-        spans.append(layer.step(w, caches, st.bufs, st.angles))
-    if data:
-        st.arrays["out"] = st.read_x()
-    head_ns = st.head()
-    record = _record(st, dims, spans, embed_ns, head_ns, model, graph.spec)
+    spans = _run_layers(st, layer, n, lambda l: layer.caches(l, st.rng))
+    head_ns = st.head(users)
+    m = st.mapping
+    predicted = analytic.step(graph.spec, dims, m,
+                              analytic.decode_layer(graph.spec, dims, m, users, context),
+                              users, users, st.collectives)
+    record = _record(st, spans, (embed_ns, head_ns), model, graph.spec, predicted,
+                     {"phase": "decode", "batch": users, "context": context},
+                     lambda ns: {"tpot_ms": ns / 1e6, "tokens_per_s_user": 1e9 / ns,
+                                 "tokens_per_s_system": users * 1e9 / ns})
     return StepRun(record, st.arrays, st.engine)
 
 
-def _record(st: _Step, dims: Dims, spans: list, embed_ns: float, head_ns: float, model: str,
-            spec) -> dict:
+def run_prefill_step(graph, dims: Dims, batch: int, context: int, *,
+                     layers: int | None = None, tp: int | None = None, data: bool = False,
+                     seed: int = 0, model: str = "", algorithm: str = "lrab_hierarchical",
+                     keep_records: bool = False) -> StepRun:
+    """Simulate the prefill of one prompt of ``context`` tokens up to its first output
+    token (TTFT): embedding, ``layers`` layers over every token, the LM head on the last."""
+    from kernbench.experiments.llm.prefill_run import PrefillLayer, RingAttention
+
+    if _positive("batch", batch) != 1:
+        raise UsageError(f"--batch {batch}: a prefill step runs one prompt (batch 1)")
+    _positive("context", context)
+    n = _layers(dims, layers)
+    st = _Step(graph, dims, context, np.arange(context), tp, data, seed, algorithm,
+               keep_records)
+    ring = RingAttention(st.ctx, st.mapping, dims, context, data)
+    st.install_attention(*ring.ipcq())
+    embed_ns = st.embedding()
+    if data:
+        st.arrays["x"] = st.read_x()
+    layer = PrefillLayer(st.ctx, st._all_reduce, st.place, dims, context, ring,
+                         use_queues=st.use_queues)
+    spans = _run_layers(st, layer, n, None)
+    head_ns = st.head(1)
+    m = st.mapping
+    predicted = analytic.step(graph.spec, dims, m,
+                              analytic.prefill_layer(graph.spec, dims, m, context),
+                              context, 1, st.collectives)
+    record = _record(st, spans, (embed_ns, head_ns), model, graph.spec, predicted,
+                     {"phase": "prefill", "batch": 1, "context": context,
+                      "attention": ring.layout()},
+                     lambda ns: {"ttft_ms": ns / 1e6, "prefill_tokens_per_s": context * 1e9 / ns})
+    return StepRun(record, st.arrays, st.engine)
+
+
+def _record(st: _Step, spans: list, ends: tuple[float, float], model: str, spec,
+            predicted: dict, point: dict, rates) -> dict:
+    """What both phases report: the point, the breakdown, the layers' spread, the step
+    (embedding, layers, LM head: ``ends``), its ``rates`` and its analytic prediction."""
+    dims, m = st.dims, st.mapping
+    embed_ns, head_ns = ends
     totals = [sum(s.values()) for s in spans]
     last = spans[-1]
     later = totals[1:]
     spread = (max(later) - min(later)) / max(later) if len(later) > 1 else None
     step_ns = embed_ns + sum(totals) + (dims.layers - len(spans)) * totals[-1] + head_ns
-    m = st.mapping
-    predicted = analytic.decode_step(spec, dims, m, st.T, st.S, st.collectives)
     return {
-        "model": model, "topology": spec.name, "phase": "decode", "batch": st.T,
-        "context": st.S, "layers": dims.layers, "simulated_layers": len(spans),
+        "model": model, "topology": spec.name, **point, "layers": dims.layers,
+        "simulated_layers": len(spans),
         "tp": m.tp, "C": m.C, "P": m.P, "pes": len(m.ranks), "collective": st.collective,
         "layer_ns": {p: last[p] for p in PHASES},
         "exposed_comm_ns": analytic.exposed(last),
         "simulated_layer_totals_ns": totals, "layer_spread": spread,
-        "embedding_ns": embed_ns, "lm_head_ns": head_ns, "step_ns": step_ns,
-        "tpot_ms": step_ns / 1e6, "tokens_per_s_user": 1e9 / step_ns,
-        "tokens_per_s_system": st.T * 1e9 / step_ns,
+        "embedding_ns": embed_ns, "lm_head_ns": head_ns, "step_ns": step_ns, **rates(step_ns),
         "analytic": predicted, "analytic_error": (step_ns - predicted["step_ns"])
         / predicted["step_ns"],
     }

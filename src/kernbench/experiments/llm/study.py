@@ -6,9 +6,9 @@ exactly its points. A point whose weights plus KV cache do not fit the
 system's HBM (:func:`~kernbench.experiments.llm.fit.footprint`, the rule
 ``kernbench model`` refuses it by) is recorded with the bytes and not
 simulated; the fit is decided on the job's own topology, so a what-if that
-changes the HBM changes it too. Prefill points need ``run_prefill_step``:
-without it they are refused when the config is checked and again by the job,
-never skipped.
+changes the HBM changes it too. A prefill point is one prompt (batch 1),
+and a phase without a step driver (``run_<phase>_step``) is refused when the
+config is checked and again by the job, never skipped.
 """
 
 from __future__ import annotations
@@ -46,13 +46,17 @@ def _model(entry: dict, where: str, source: str):
         raise ConfigError(source, f"{where}.model", str(exc)) from None
 
 
-def _check_mapping(spec, model, tp, where: str, source: str) -> None:
+def _check_mapping(spec, model, tp, phase: str, where: str, source: str) -> None:
     from kernbench.experiments.llm.mapping import Dims, build
 
+    dims = Dims.of(model)
     try:
-        build(spec, Dims.of(model), tp)
+        m = build(spec, dims, tp)
     except UsageError as exc:
         raise ConfigError(source, where, f"{model.name} on {spec.name}: {exc}") from None
+    if phase == "prefill" and dims.G % m.C:
+        raise ConfigError(source, where, f"{model.name} on {spec.name}: the prefill ring "
+                          f"needs C = {m.C} to divide G = {dims.G}")
 
 
 def _applies(block: dict, entry: dict, where: str, spec, source: str) -> bool:
@@ -80,11 +84,14 @@ def expand(block: dict, spec, source: str):
             continue
         model = _model(entry, where, source)
         tp = entry.get("tp")
-        _check_mapping(spec, model, tp, where, source)
+        _check_mapping(spec, model, tp, entry["phase"], where, source)
         try:
             step_function(entry["phase"])
         except UsageError as exc:
             raise ConfigError(source, f"{where}.phase", f"{exc}; remove the entry") from None
+        if entry["phase"] == "prefill" and entry.get("batch", [1]) != [1]:
+            raise ConfigError(source, f"{where}.batch", f"{entry['batch']}: a prefill point "
+                              f"runs one prompt (batch [1] or no batch)")
         keys = {k: v for k, v in asdict(model).items() if k != "name" and v is not None}
         layers = min(entry.get("layers", block["layers"]), model.num_hidden_layers)
         for batch in entry.get("batch", [1]):

@@ -1,6 +1,7 @@
 # Tables + figures -> the self-contained results site (results/site/index.html).
 
 import kernbench.capacity.planner
+import kernbench.capacity.steps
 import kernbench.report.site
 
 # the installed sources the page is made from (the planner's formulas included)
@@ -22,6 +23,7 @@ rule site:
         topologies=CONFIG["topologies"],
         report=CONFIG["report"],
         efficiency_table=kernbench.capacity.planner.TABLE.stem,
+        steps_table=kernbench.capacity.steps.TABLE.stem,
         # figure_caption() paths are relative to workflow/rules (for --report)
         captions=[
             str(Path("workflow/rules", figure_caption(f)).resolve())

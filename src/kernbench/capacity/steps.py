@@ -33,17 +33,10 @@ class StepTimes:
     def from_table(cls, path: Path, model: str, topology: str) -> StepTimes | None:
         """The base (no what-if) decode points of ``model`` on ``topology``; None if the
         table has none."""
-        grid = {}
-        with path.open() as f:
-            for row in csv.DictReader(f):
-                if (row.get("model"), row.get("topology"), row.get("phase")) != \
-                        (model, topology, "decode"):
-                    continue
-                if row.get("fits", "True") not in ("True", "true", "1") \
-                        or row.get("setting", "default") not in ("", "default"):
-                    continue
-                grid[(int(row["batch"]), int(row["context"]))] = float(row["step_ns"]) / 1e9
+        grid = {(b, c): t for m, topo, b, c, t in base_decode_points(path)
+                if (m, topo) == (model, topology)}
         return cls(str(path), grid) if grid else None
+
 
     def _bracket(self, values: list[int], x: int, what: str) -> tuple[int, int]:
         if not values[0] <= x <= values[-1]:
@@ -68,6 +61,28 @@ class StepTimes:
         low = g[(b0, c0)] + (g[(b1, c0)] - g[(b0, c0)]) * fb
         high = g[(b0, c1)] + (g[(b1, c1)] - g[(b0, c1)]) * fb
         return low + (high - low) * fc, corners
+
+
+def base_decode_points(path: Path):
+    """(model, topology, batch, context, step seconds) of every simulated decode point of
+    the table that ran on its topology as it is (no what-if setting)."""
+    with path.open() as f:
+        for row in csv.DictReader(f):
+            if row.get("phase") != "decode" or row.get("fits", "True") not in (
+                    "True", "true", "1") or row.get("setting", "default") not in ("", "default"):
+                continue
+            yield (row.get("model"), row.get("topology"), int(row["batch"]),
+                   int(row["context"]), float(row["step_ns"]) / 1e9)
+
+
+def site_grids(path: Path) -> dict:
+    """Every model's and topology's points, as the results site embeds them:
+    ``{"table": path, "grids": {model: {topology: [[batch, context, seconds], ...]}}}``."""
+    grids: dict = {}
+    for m, topo, b, c, t in base_decode_points(path):
+        grids.setdefault(m, {}).setdefault(topo, []).append([b, c, t])
+    return {"table": str(path), "grids": {m: {k: sorted(v) for k, v in g.items()}
+                                          for m, g in grids.items()}}
 
 
 def _step(name: str, formula: str, substituted: str, value: float, unit: str,

@@ -7,7 +7,8 @@ with the same values the paper prints; a study may add a table of its points
 (its post module's ``panel``). The planner evaluates the formula
 strings of :mod:`kernbench.capacity.formulas` -- the ones ``kernbench capacity``
 evaluates -- with the chip, model and efficiency data embedded as JSON, so the
-two cannot disagree.
+two cannot disagree; axis C from the ``llm`` study's simulated steps follows
+:mod:`kernbench.capacity.steps` line by line in the script.
 """
 
 from __future__ import annotations
@@ -33,8 +34,12 @@ SYMBOLS = {
 }
 
 
-def planner_data(chips: list[Chip], eff: Efficiency | None) -> dict:
+def planner_data(chips: list[Chip], eff: Efficiency | None, steps: dict | None = None) -> dict:
+    """What the planner's script reads; ``steps`` are the llm study's simulated decode
+    steps (``capacity.steps.site_grids``), the source of axis C when they cover the
+    model, chip and context, as in ``kernbench capacity``."""
     return {
+        "steps": steps or {"table": "", "grids": {}},
         "models": {k: quantities(load_model(k)) for k in PRESETS},
         "chips": {c.name: {"hbm_pe": c.hbm_pe, "bw_pe": c.bw_pe, "system_pes": c.system_pes}
                   for c in chips},
@@ -130,6 +135,10 @@ td.v{font-family:monospace;white-space:nowrap} code{font-size:0.9em}
 <h3>The three axes</h3>
 <table id="axes"><tr><th>in symbols</th><th>in plain English</th><th>what it says</th>
 <th>value now</th></tr></table>
+<h3>Axis C from simulated steps</h3>
+<p id="simsource"></p>
+<table id="simaxis"><tr><th>rule</th><th>in plain English</th><th>what it says</th>
+<th>value now</th></tr></table>
 <h2>Figures</h2>
 @FIGURES@
 <script id="data" type="application/json">@DATA@</script>
@@ -166,6 +175,67 @@ function effAt(ctx) {  // as Efficiency.at: linear between measured points, neve
               p[i][2] + "; " + p[i + 1][2] + ")"];
     }
   }
+}
+function bracket(values, x, what) {  // as StepTimes._bracket
+  if (x < values[0] || x > values[values.length - 1])
+    throw new RangeError(what + " " + x + " is outside the simulated " + values[0] + ".." +
+                         values[values.length - 1]);
+  const i = values.findIndex(u => u >= x);
+  return values[i] === x ? [x, x] : [values[i - 1], values[i]];
+}
+function sorted(xs) { return [...new Set(xs)].sort((a, b) => a - b); }
+function stepAt(grid, batch, ctx) {  // as StepTimes.at: bilinear, never beyond the grid
+  const [b0, b1] = bracket(sorted(grid.map(p => p[0])), batch, "batch");
+  const [c0, c1] = bracket(sorted(grid.map(p => p[1])), ctx, "context");
+  const g = new Map(grid.map(p => [p[0] + "," + p[1], p[2]]));
+  const corners = [];
+  for (const b of sorted([b0, b1])) for (const c of sorted([c0, c1])) corners.push([b, c]);
+  const gone = corners.find(([b, c]) => !g.has(b + "," + c));
+  if (gone) throw new RangeError("the simulated grid lacks batch " + gone[0] + " at context " +
+                                 gone[1]);
+  const at = (b, c) => g.get(b + "," + c);
+  const fb = b1 === b0 ? 0 : (batch - b0) / (b1 - b0), fc = c1 === c0 ? 0 : (ctx - c0) / (c1 - c0);
+  const low = at(b0, c0) + (at(b1, c0) - at(b0, c0)) * fb;
+  const high = at(b0, c1) + (at(b1, c1) - at(b0, c1)) * fb;
+  return [low + (high - low) * fc, corners];
+}
+function g6(x) { return String(Number(x.toPrecision(6))); }  // Python's "{:g}" here
+function simulatedAxis(v, grid, table) {  // as capacity.steps.axis_c
+  const bs = sorted(grid.map(p => p[0]));
+  const fit = Math.floor((v.system_pes * v.hbm_pe - v.W) / (v.kv_bpt * v.context));
+  let best = 0;
+  for (let b = bs[0]; b <= Math.min(bs[bs.length - 1], fit); b++) {
+    try { if (stepAt(grid, b, v.context)[0] <= v.tpot) best = b; }
+    catch (err) { if (!(err instanceof RangeError)) throw err; }
+  }
+  if (!best) return {unavailable: "no simulated batch in " + bs[0] + ".." + bs[bs.length - 1] +
+                     " meets " + g6(v.tpot * 1e3) + " ms at " + v.context + " tokens (" +
+                     table + ")"};
+  const [t, pts] = stepAt(grid, best, v.context);
+  const cite = pts.map(([b, c]) => "(batch " + b + ", context " + c + ")").join(", ");
+  const systems = Math.ceil(v.users / best);
+  return {steps: [
+    ["batch", "largest batch <= min(simulated, KV fit) with t_step(batch) <= tpot",
+     "batch one system serves, from the simulated decode steps",
+     "t_step(" + best + ") <= " + g6(v.tpot * 1e3) + " ms < t_step(" + (best + 1) +
+     ") or the limit " + fit, best, "users"],
+    ["t_step", "bilinear in batch and context between simulated steps",
+     "simulated decode step time at that batch", "from " + cite + " of " + table, t, "s"],
+    ["systems", "ceil(users / batch)", "systems of this topology, each serving one batch",
+     "ceil(" + v.users + " / " + best + ")", systems, "systems"]]};
+}
+function showSimulated(v) {
+  const table = el("simaxis"), grid = ((D.steps.grids[el("model").value] || {})
+                                       [el("chip").value]);
+  clear(table);
+  if (!grid) { el("simsource").textContent = "no simulated decode steps of this model on " +
+               "this chip (the llm study's table): axis C above is the efficiency estimate";
+               return; }
+  const c = simulatedAxis(v, grid, D.steps.table);
+  el("simsource").textContent = c.unavailable ? "unavailable: " + c.unavailable :
+      "from the llm study's simulated decode steps (kernbench capacity's axis C)";
+  for (const [n, rule, meaning, said, value, unit] of c.steps || [])
+    row(table, [rule, meaning, said, fmt(value) + " " + unit], "sim-" + n);
 }
 function inputs() {
   const m = D.models[el("model").value], c = D.chips[el("chip").value];
@@ -207,6 +277,7 @@ function update() {
           "ax-" + n);
     }
   }
+  showSimulated(v);
   if (v.pes > v.system_pes) el("error").textContent = "the model fits no replica of this chip";
   else if (v.users_kv < 1) el("error").textContent = "one user's KV cache does not fit a replica";
   else if (v.batch_tpot < 1) el("error").textContent = "no batch meets the time-per-token target";

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from kernbench.errors import UsageError
-from kernbench.experiments.gqa.common import Shape, launch_groups
+from kernbench.experiments.gqa.common import Shape, group_grid, launch_groups
 from kernbench.experiments.gqa.prefill_layout import Host, Sizes, chunk_width, q_blocks_of
 from kernbench.experiments.gqa.prefill_run import SUPERTILE
 from kernbench.experiments.llm.layer_run import DecodeLayer
@@ -29,7 +29,6 @@ from kernbench.geometry.groups import ring_cubes, ring_tables
 from kernbench.kernels.attention.prefill import gqa_prefill
 from kernbench.kernels.layout import copy_blocks, rope_range
 from kernbench.kernels.per_rank import per_rank
-from kernbench.policy.placement import DPPolicy
 
 Q_ROWS, TILE = 128, 256  # the ring kernel's query block and KV tile (the gqa defaults)
 F16, F32 = 2, 4
@@ -150,16 +149,12 @@ class PrefillLayer(DecodeLayer):
                                 place.at_root(g, f"sin.h{g.head}", shape, "f32", sin))
                        for g in self.m.groups}
 
-    def _group_dp(self, g) -> DPPolicy:
-        return DPPolicy(cube="row_wise", num_cubes=len(g.cubes), cube_start=g.cube_start,
-                        pe="row_wise", num_pes=g.pes)
-
     def _on_groups(self, name: str, fn, plan: dict) -> None:
         ctx, handles = self.ctx, []
         for g in self.m.groups:
             ctx.set_device(g.sip)
             handles.append(ctx.launch(f"{name}.h{g.head}", per_rank, fn, plan,
-                                      dp=self._group_dp(g)))
+                                      dp=group_grid(g, len(g.cubes), g.pes)))
         for h in handles:
             ctx.wait(h)
 

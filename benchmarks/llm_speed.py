@@ -7,6 +7,8 @@ Workloads (timing mode, one process, one core):
 - ``decode_70b``: Llama 3 70B on llama70b_4sip (all 512 PEs), 80 layers, batch 16,
   context 32K; three layers simulated, the step counting the last for the other 77
   (target: <= 60 s);
+- ``decode_70b_fifo``: the same step with FIFO link bookings (``fabric.sharing: fifo``),
+  the link model the default study runs with (docs/adr/0042), two layers simulated;
 - ``decode_8b``: Llama 3 8B on the default topology (256 PEs), batch 8, context 8K,
   three layers simulated (the default study's heaviest point);
 - ``decode_tiny``: the two-layer tiny-gqa model on small_2x2 (the smoke study's size);
@@ -37,8 +39,10 @@ ROOT = Path(__file__).resolve().parents[1]
 TOPOLOGIES = ROOT / "config" / "topologies"
 
 TINY = str(ROOT / "config/models/tiny-gqa.yaml")
-WORKLOADS = {  # name: (model, topology, phase, batch, context, simulated layers)
+FIFO = {"fabric.sharing": "fifo"}
+WORKLOADS = {  # name: (model, topology, phase, batch, context, simulated layers[, overrides])
     "decode_70b": ("llama3-70b", "llama70b_4sip", "decode", 16, 32768, 3),
+    "decode_70b_fifo": ("llama3-70b", "llama70b_4sip", "decode", 16, 32768, 2, FIFO),
     "decode_8b": ("llama3-8b", "default", "decode", 8, 8192, 3),
     "decode_tiny": (TINY, "small_2x2", "decode", 2, 64, 2),
     "prefill_8b": ("llama3-8b", "default", "prefill", 1, 256, 1),
@@ -47,21 +51,23 @@ WORKLOADS = {  # name: (model, topology, phase, batch, context, simulated layers
 
 
 def measure(name: str) -> dict:
-    model, topology, phase, batch, context, layers = WORKLOADS[name]
-    graph = load_topology(TOPOLOGIES / f"{topology}.yaml")
+    model, topology, phase, batch, context, layers, *overrides = WORKLOADS[name]
+    graph = load_topology(TOPOLOGIES / f"{topology}.yaml", *overrides)
     dims = Dims.of(load_model(model))
     t0 = time.perf_counter()
     rec = step_function(phase)(graph, dims, batch, context, layers=layers).record
     wall = time.perf_counter() - t0
     return {"phase": phase, "wall_s": round(wall, 2), "step_ns": rec["step_ns"],
             "layers": rec["layers"], "simulated_layers": rec["simulated_layers"],
-            "layer_spread": rec["layer_spread"], "pes": rec["pes"]}
+            "layer_spread": rec["layer_spread"], "pes": rec["pes"],
+            "links": graph.spec.sharing}
 
 
 def _line(name: str, w: dict) -> str:
     what = "TPOT" if w["phase"] == "decode" else "TTFT"
     return (f"{name:>12s}: {w['wall_s']:8.1f} s wall, {what} {w['step_ns'] / 1e6:.3f} ms "
-            f"({w['simulated_layers']} of {w['layers']} layers, spread {w['layer_spread']})")
+            f"({w['simulated_layers']} of {w['layers']} layers, spread {w['layer_spread']}, "
+            f"{w['links']} links)")
 
 
 def main() -> None:

@@ -163,6 +163,31 @@ def test_json_output_names_the_model_and_phase(capsys):
     assert doc["simulated_layers"] == 1 and doc["layers"] == 2
 
 
+def test_set_overrides_a_topology_key_and_the_record_names_the_links(capsys):
+    """``--set fabric.sharing=fifo`` runs the study's link model from the CLI: the record
+    says which, and the step differs from the topology's own fair-shared links."""
+    argv = ["model", "--model", TINY, "--topology", SMALL, "--phase", "decode", "--batch",
+            "2", "--context", "64", "--layers", "1", "--json"]
+    steps = {}
+    for extra in ([], ["--set", "fabric.sharing=fifo"]):
+        assert main(argv + extra) == 0
+        doc = json.loads(capsys.readouterr().out)
+        steps[doc["links"]] = doc["step_ns"]
+    assert set(steps) == {"interleaved", "fifo"} and steps["fifo"] != steps["interleaved"]
+
+
+@pytest.mark.parametrize("value,expect", [
+    ("fabric.sharing", "expected KEY=VALUE"),
+    ("fabric.sharing=round-robin", "fabric.sharing"),
+    ("pe.no_such_key=3", "pe.no_such_key"),
+])
+def test_a_bad_set_is_one_line_and_exit_2(value, expect, capsys):
+    assert main(["model", "--model", TINY, "--topology", SMALL, "--phase", "decode",
+                 "--batch", "1", "--context", "16", "--set", value]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and expect in err, err
+
+
 # -- prefill: one prompt, causal, every token through the layers -----------------------
 
 PROMPT = 300  # > one 256-token KV tile per CUBE and several 128-row query blocks

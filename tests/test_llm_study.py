@@ -161,7 +161,7 @@ def test_a_job_writes_the_same_bytes_twice(sweep, records, monkeypatch):
 COLUMNS = ("model", "topology", "phase", "batch", "context", "fits", "bytes_needed",
            "bytes_available", "step_ns", "tpot_ms", "ttft_ms", "tokens_per_s_user",
            "tokens_per_s_system", "exposed_comm_ns", "analytic_step_ns", "analytic_error",
-           "simulated_layers", "layer_spread", "setting", "parameter", "factor", "change",
+           "links", "simulated_layers", "layer_spread", "setting", "parameter", "factor", "change",
            "comm_share", "tpot_target_ms", *(f"layer_{c}_ns" for c in COMPONENTS))
 
 
@@ -335,3 +335,49 @@ def test_a_job_process_is_lean_and_writes_the_same_bytes_as_in_process(sweep, re
                           timeout=300, cwd=ROOT, env={**os.environ, "PYTHONHASHSEED": "7"})
     assert proc.stdout.strip() == "0 []", proc.stdout + proc.stderr
     assert out.read_text() == dumps_pretty(records[job.output])
+
+
+# -- the study's own topology overrides (a stated modelling choice, ADR 0042) ------------------
+def test_study_overrides_reach_every_job_and_reruns_add_theirs_on_top(tmp_path):
+    block = dict(BLOCK, overrides={"fabric.sharing": "fifo"})
+    sens = {"settings": {"links-fair": {"description": "fair links",
+                                        "overrides": {"fabric.sharing": "interleaved"}}},
+            "runs": [{"experiment": "llm", "workloads": ["tiny-gqa-decode-b2-s64"],
+                      "settings": ["links-fair"]}]}
+    path = _config(tmp_path, block, whatif=WHATIF)
+    doc = yaml.safe_load(path.read_text())
+    doc["sensitivity"] = sens
+    path.write_text(yaml.safe_dump(doc))
+    jobs = {(j.workload, j.variant): j.slice["variant"] for j in _sweep(path).jobs}
+    assert jobs[("tiny-gqa-decode-b1-s64", "base")] == {"overrides": {"fabric.sharing": "fifo"}}
+    assert jobs[("tiny-gqa-decode-b1-s64", "base@pe-clock-x2")]["overrides"] == {
+        "fabric.sharing": "fifo", "pe.clock_ghz": 2.0}
+    assert jobs[("tiny-gqa-decode-b2-s64", "base@links-fair")] == {
+        "overrides": {"fabric.sharing": "interleaved"}}
+    # without study overrides a job's slice is what it was, so no other job reruns
+    assert _by_point(_sweep(_config(tmp_path, name="p.yaml")),
+                     "tiny-gqa-decode-b1-s64").slice["variant"] == {}
+
+
+def test_the_study_overrides_change_the_simulated_links(monkeypatch):
+    """A job reads its link model from the study's overrides: FIFO bookings and fair
+    sharing time the same point differently, and the record's topology hash says which."""
+    monkeypatch.chdir(ROOT)
+    block = dict(BLOCK, layers=1, overrides={"fabric.sharing": "fifo"})
+    points, [(vid, variant)] = study.expand(block, load_spec(ROOT / SMALL), "c.yaml")
+    params = dict(points)["tiny-gqa-decode-b2-s64"]
+    fifo = run_job("llm", "small_2x2", ROOT / SMALL, "w", vid,
+                   {"workload": params, "variant": variant})
+    fair = run_job("llm", "small_2x2", ROOT / SMALL, "w", vid,
+                   {"workload": params, "variant": {}})
+    assert variant == {"overrides": {"fabric.sharing": "fifo"}}
+    assert fifo["config"]["topology_hash"] != fair["config"]["topology_hash"]
+    assert fifo["metrics"]["step_ns"] != fair["metrics"]["step_ns"]
+
+
+def test_bad_study_overrides_are_one_line_naming_the_key(tmp_path):
+    block = dict(BLOCK, overrides={"fabric.sharing": "round-robin"})
+    with pytest.raises(ConfigError) as info:
+        _sweep(_config(tmp_path, block))
+    msg = str(info.value)
+    assert "\n" not in msg and "experiments.llm.overrides" in msg and "fabric" in msg, msg

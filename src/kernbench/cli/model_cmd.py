@@ -27,6 +27,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                                               "count as the last simulated one)")
     p.add_argument("--tp", type=int, help="tensor-parallel ranks: k PEs of every CUBE "
                                           "(default every PE)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a topology key (dotted, repeatable), e.g. "
+                        "fabric.sharing=fifo, the whole-model study's link model")
     p.add_argument("--json", action="store_true", help="print one JSON document instead")
     p.add_argument("--trace", metavar="OUT.json", help="write a Chrome/Perfetto timeline")
     p.add_argument("--data", action="store_true", help="data mode: compute real values")
@@ -46,6 +49,25 @@ def check_fit(model, spec, batch: int, context: int) -> None:
         raise UsageError(f"--model {model.name} --batch {batch} --context {context}: weights "
                          f"plus KV cache need {need} bytes, {spec.name!r} has {have} bytes "
                          f"of HBM")
+
+
+def overrides(pairs: list[str]) -> dict:
+    """``--set KEY=VALUE`` pairs as topology overrides (values read as YAML scalars)."""
+    import yaml
+
+    from kernbench.errors import UsageError
+
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise UsageError(f"--set {pair!r}: expected KEY=VALUE with a dotted topology key, "
+                             f"e.g. fabric.sharing=fifo")
+        try:
+            out[key.strip()] = yaml.safe_load(value)
+        except yaml.YAMLError:
+            raise UsageError(f"--set {pair!r}: the value is not a YAML scalar") from None
+    return out
 
 
 def _check(args) -> None:
@@ -77,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
 
     _check(args)
     model = load_model(args.model)
-    graph = load_topology(resolve_topology(args.topology))
+    graph = load_topology(resolve_topology(args.topology), overrides(args.set))
     check_fit(model, graph.spec, args.batch, args.context)
     r = step_function(args.phase)(graph, Dims.of(model), args.batch, args.context,
                                   layers=args.layers, tp=args.tp, data=args.data,
@@ -106,7 +128,7 @@ def _table(out, rec: dict) -> None:
     pred = rec["analytic"]["layer_ns"]
     out.write(f"# {rec['phase']} step of {rec['model']} on {rec['topology']}: batch "
               f"{rec['batch']}, context {rec['context']}, tp {rec['tp']} ({rec['pes']} ranks), "
-              f"attention C={rec['C']} P={rec['P']}\n")
+              f"attention C={rec['C']} P={rec['P']}, {rec['links']} links\n")
     out.write(f"{'per layer':<16}{'simulated us':>14}{'analytic us':>14}\n")
     for name, ns in rec["layer_ns"].items():
         bound = pred.get(name)

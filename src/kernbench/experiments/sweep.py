@@ -203,7 +203,8 @@ def sensitivity_jobs(config: dict, jobs: list[Job], source: str, raw_dir: str) -
                                   f"(allowed: {', '.join(sorted(settings))})")
         for job in _matching(config, run, key, jobs, source):
             for name in run["settings"]:
-                variant = dict(job.slice["variant"], overrides=settings[name]["overrides"])
+                variant = dict(job.slice["variant"],
+                               overrides=_over(job, settings[name]["overrides"]))
                 out.append(_rerun(job, name, variant, raw_dir))
     return out
 
@@ -241,7 +242,7 @@ def whatif_jobs(config: dict, jobs: list[Job], source: str, root: Path,
                 if s.name in taken:
                     raise ConfigError(source, f"whatif.parameters.{s.parameter}", f"setting "
                                       f"{s.name!r} is also a sensitivity setting; rename one")
-                variant = dict(job.slice["variant"], overrides=s.overrides,
+                variant = dict(job.slice["variant"], overrides=_over(job, s.overrides),
                                whatif={"parameter": s.parameter, "factor": s.factor})
                 out.append(_rerun(job, s.name, variant, raw_dir, whatif=True))
     return out
@@ -262,6 +263,12 @@ def _matching(config: dict, run: dict, key: str, jobs: list[Job], source: str) -
         raise ConfigError(source, key, "matches no job of the experiment (check its "
                           "topologies, workloads and variants)")
     return chosen
+
+
+def _over(job: Job, overrides: dict) -> dict:
+    """A rerun's topology overrides: the study's own (its stated modelling choices, in
+    the job's variant) with the setting's on top."""
+    return {**job.slice["variant"].get("overrides", {}), **overrides}
 
 
 def _rerun(job: Job, setting: str, variant: dict, raw_dir: str, whatif: bool = False) -> Job:

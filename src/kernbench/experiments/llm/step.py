@@ -254,7 +254,8 @@ def _record(st: _Step, spans: list, ends: tuple[float, float], model: str, spec,
     spread = (max(later) - min(later)) / max(later) if len(later) > 1 else None
     step_ns = embed_ns + sum(totals) + (dims.layers - len(spans)) * totals[-1] + head_ns
     return {
-        "model": model, "topology": spec.name, **point, "layers": dims.layers,
+        "model": model, "topology": spec.name, "links": spec.sharing, **point,
+        "layers": dims.layers,
         "simulated_layers": len(spans),
         "tp": m.tp, "C": m.C, "P": m.P, "pes": len(m.ranks), "collective": st.collective,
         "layer_ns": {p: last[p] for p in PHASES},

@@ -74,9 +74,22 @@ def _applies(block: dict, entry: dict, where: str, spec, source: str) -> bool:
     return spec.name in entry["topologies"]
 
 
+def _check_overrides(block: dict, spec, source: str) -> None:
+    """The study's topology overrides must make a valid topology of every one it runs on."""
+    from kernbench.topology.spec import load_spec
+
+    if block.get("overrides"):
+        try:
+            load_spec(spec.source, block["overrides"])
+        except ConfigError as exc:
+            raise ConfigError(source, f"experiments.{NAME}.overrides",
+                              f"on topology {spec.name!r}: {exc}") from None
+
+
 def expand(block: dict, spec, source: str):
     """Every entry's batch x context grid on this topology, each checked first: the
     model file, the tensor-parallel mapping and, for prefill, the step driver."""
+    _check_overrides(block, spec, source)
     points = []
     for i, entry in enumerate(block["points"]):
         where = f"experiments.{NAME}.points[{i}]"
@@ -100,7 +113,8 @@ def expand(block: dict, spec, source: str):
                 points.append((wid + (f"-tp{tp}" if tp else ""), {
                     "model": model.name, "config": keys, "phase": entry["phase"],
                     "batch": batch, "context": context, "layers": layers, "tp": tp}))
-    return points, [("base", {})]
+    base = {"overrides": dict(block["overrides"])} if block.get("overrides") else {}
+    return points, [("base", base)]
 
 
 def run(graph, workload: dict, variant: dict) -> dict:

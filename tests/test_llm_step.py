@@ -126,8 +126,21 @@ def test_components_add_up_to_the_step(record):
 def test_the_step_is_never_below_its_analytic_bound(record):
     pred = record["analytic"]
     assert record["step_ns"] >= pred["step_ns"]
-    for op in ("qkv", "attention", "o_proj", "ffn"):
+    for op in ("norms", "qkv", "attention", "o_proj", "ffn"):
         assert record["layer_ns"][op] >= pred["layer_ns"][op], op
+
+
+def test_the_norms_line_is_the_fused_prologues_and_grows_with_the_rows(record):
+    """The RMSNorms run as composite prologues: their line is positive, at least the
+    vector engine's four passes over the rows (2 x 4 x T x D / (lanes x GHz)), and,
+    their overheads aside, proportional to the rows (3 users here, 6 below)."""
+    cfg = load_model(TINY)
+    spec = load_topology(SMALL).spec
+    bound = 2 * 4 * 3 * cfg.hidden_size / (spec.pe.vector_width * spec.pe.clock_ghz)
+    norms = record["layer_ns"]["norms"]
+    assert list(record["layer_ns"])[0] == "norms" and norms >= bound > 0
+    six = run_decode_step(load_topology(SMALL), Dims.of(cfg), 6, 100, layers=1).record
+    assert 1.3 < six["layer_ns"]["norms"] / norms <= 2.0
 
 
 def test_fewer_layers_scale_by_the_last(record):
@@ -255,7 +268,7 @@ def test_prefill_components_add_up_and_stay_above_the_bound(prefill_record):
     assert rec["prefill_tokens_per_s"] == pytest.approx(700 * 1e9 / rec["step_ns"])
     pred = rec["analytic"]
     assert rec["step_ns"] >= pred["step_ns"]
-    for op in ("qkv", "attention", "o_proj", "ffn"):
+    for op in ("norms", "qkv", "attention", "o_proj", "ffn"):
         assert rec["layer_ns"][op] >= pred["layer_ns"][op], op
 
 

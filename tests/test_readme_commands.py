@@ -37,7 +37,7 @@ SLOW = {
         "a 128K-token decode on four SIPs",
     "kernbench web --port 8000": "serves until stopped",
     "kernbench model --model llama3-70b --topology llama70b_4sip --phase decode --batch 16 "
-    "--context 32768 --layers 3": "three 70B layers on 512 PEs",
+    "--context 32768 --layers 3 --set fabric.sharing=fifo": "three 70B layers on 512 PEs",
 }
 PLACEHOLDERS = {"kernbench job ..."}  # the workflow's command, not meant to be typed
 TIMEOUT_S = 120  # per command; the quick ones take a few seconds

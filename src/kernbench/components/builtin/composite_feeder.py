@@ -60,6 +60,9 @@ class CompositeFeeder:
         self.node_id = node_id
         self.planner = Planner(pe)
         self.planned = pe.services.planned_composites  # the engine's option
+        # time from a GEMM composite's start to its supertile loop: its recipe prologue
+        # (the decoder's RMSNorm), which the whole-model breakdown reports on its own
+        self.prologue_ns = 0.0
 
     def _private(self, a, b, out, t0: float) -> bool:
         """The plan may be timed in one pass: no DMA, and the engines it books are idle
@@ -99,6 +102,7 @@ class CompositeFeeder:
             end = t0
             for op in cmd.ops[:g]:
                 end = self._single_shot(op, end)
+            self.prologue_ns += end - t0
             epilogues = [op for op in cmd.ops[g + 1:] if op.scope is not Scope.KERNEL]
             end = yield from self._gemm_loop(cmd, cmd.ops[g], epilogues, end)
             for op in cmd.ops[g + 1:]:
@@ -178,6 +182,8 @@ class CompositeFeeder:
         if max(operand_ready(a, cmd), operand_ready(b, cmd)) > t0 + plan.gemm_at:
             return None
         self.planner.apply(plan, t0)
+        if g:
+            self.prologue_ns += plan.gemm_at
         if self.pe.data is not None:
             steps = iter(plan.steps)
             for i, op in enumerate(ops):

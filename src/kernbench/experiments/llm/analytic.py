@@ -1,7 +1,9 @@
 """The analytic prediction of a model step: a roofline per op, alpha-beta per collective.
 
 Each projection's time is the slower of its rank's HBM traffic at the PE's
-slice bandwidth and its FLOPs at the MAC array's peak; attention is the same
+slice bandwidth and its FLOPs at the MAC array's peak; each RMSNorm is four
+passes over its rows on the vector engine (square, sum of squares, divide by
+the RMS, times the weight); attention is the same
 over a group's KV cache (decode) or its causal query-key pairs (prefill); RoPE,
 the cache append and the prefill's layout copies are left out. Each all-reduce
 is the collectives library's own alpha-beta prediction of the algorithm that ran
@@ -29,10 +31,19 @@ def _gemm(spec, T: int, K: int, N: int) -> float:
     return roofline_ns(spec, (K * N + T * K + T * N) * F16, 2 * T * K * N)
 
 
+NORM_PASSES = 4  # x*x, sum(x*x), x / rms, * weight: each touches every element once
+
+
+def norms_ns(spec, dims, T: int) -> float:
+    """The layer's two RMSNorms over ``T`` rows of width D at the vector engine's peak."""
+    return 2 * NORM_PASSES * T * dims.D / (spec.pe.vector_width * spec.pe.clock_ghz)
+
+
 def _projections(spec, dims, m, T: int) -> dict:
     s = next(iter(m.slices.values()))
     D = dims.D
-    return {"qkv": _gemm(spec, T, D, s.qk + s.v), "o_proj": _gemm(spec, T, s.o, D),
+    return {"norms": norms_ns(spec, dims, T), "qkv": _gemm(spec, T, D, s.qk + s.v),
+            "o_proj": _gemm(spec, T, s.o, D),
             "ffn": _gemm(spec, T, D, 2 * m.ffn_cols) + _gemm(spec, T, m.ffn_cols, D)}
 
 

@@ -1,10 +1,12 @@
 """A decoder layer on the simulated system, step by step (decode: one token per user).
 
 Each step is a launch the host waits for, so the steps' spans add up to the
-layer: ``qkv`` (attention RMSNorm + Q/K/V projections on every rank),
-``rope`` (rotation and KV-cache append on each group root), ``attention``
-(the gqa study's fused split-KV decode kernel as it is), ``o_proj``,
-``allreduce_attn``, ``ffn`` (FFN RMSNorm + SwiGLU) and ``allreduce_ffn``.
+layer: ``qkv`` (Q/K/V projections on every rank), ``rope`` (rotation and
+KV-cache append on each group root), ``attention`` (the gqa study's fused
+split-KV decode kernel as it is), ``o_proj``, ``allreduce_attn``, ``ffn``
+(SwiGLU) and ``allreduce_ffn``. The two RMSNorms run fused as the prologues of
+the QKV and FFN composites; ``norms`` is their time (the slowest rank's
+prologues in each launch), taken out of those two spans.
 The residual stream lives in two per-rank f16 buffers; the rank that
 carries the residual adds it in its projection's epilogue, so each
 all-reduce leaves the next residual on every rank.
@@ -22,7 +24,9 @@ from kernbench.kernels.decoder import o_project, qkv_project, rope_append, swigl
 from kernbench.kernels.per_rank import per_rank
 from kernbench.policy.placement import DPPolicy
 
-PHASES = ("qkv", "rope", "attention", "o_proj", "allreduce_attn", "ffn", "allreduce_ffn")
+PHASES = ("norms", "qkv", "rope", "attention", "o_proj", "allreduce_attn", "ffn",
+          "allreduce_ffn")
+FUSED_NORMS = ("qkv", "ffn")  # the launches whose composites run an RMSNorm prologue
 COMM = ("rope", "allreduce_attn", "allreduce_ffn")  # steps that only move data
 ATTN_TILE = 256
 
@@ -235,8 +239,20 @@ class DecodeLayer:
                  ("allreduce_attn", lambda: self.all_reduce(other)),
                  ("ffn", lambda: self._ffn(w, other, x)),
                  ("allreduce_ffn", lambda: self.all_reduce(x)))
+        norms = 0.0
         for name, run in steps:
+            before = self._prologues() if name in FUSED_NORMS else None
             run()
             spans[name] = env.now - t
             t = env.now
-        return spans
+            if before is not None:
+                after = self._prologues()
+                norm = max(after[r] - before[r] for r in after)
+                spans[name] -= norm
+                norms += norm
+        return {"norms": norms, **spans}
+
+    def _prologues(self) -> dict:
+        """Each rank's composite-prologue time so far (``CompositeFeeder.prologue_ns``)."""
+        engine = self.ctx.engine
+        return {r: engine.pe(*r).scheduler.feeder.prologue_ns for r in self.m.ranks}

@@ -19,8 +19,8 @@ from kernbench.analysis.plots import STYLE, plt, save
 from kernbench.experiments.llm.post_table import COMPONENTS, label, simulated, whatif_rows
 
 PHASES = ("decode", "prefill")
-COLORS = dict(zip(COMPONENTS, ("tab:blue", "tab:cyan", "tab:orange", "tab:green", "tab:red",
-                               "tab:purple", "tab:pink"), strict=True))
+COLORS = dict(zip(COMPONENTS, ("tab:olive", "tab:blue", "tab:cyan", "tab:orange", "tab:green",
+                               "tab:red", "tab:purple", "tab:pink"), strict=True))
 
 
 def _empty(ax, message: str) -> None:

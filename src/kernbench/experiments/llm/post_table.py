@@ -16,7 +16,8 @@ import pandas as pd
 
 from kernbench.analysis.values import Value, num
 
-COMPONENTS = ("qkv", "rope", "attention", "o_proj", "allreduce_attn", "ffn", "allreduce_ffn")
+COMPONENTS = ("norms", "qkv", "rope", "attention", "o_proj", "allreduce_attn", "ffn",
+              "allreduce_ffn")
 GIB = 2**30
 
 

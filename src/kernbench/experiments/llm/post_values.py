@@ -25,7 +25,8 @@ from kernbench.experiments.llm.post_table import (
 )
 
 HEADLINE_CONTEXT = 32768  # the question the study answers: tokens/s at 32K context
-DISPLAY = {"qkv": "the QKV projection", "rope": "RoPE", "attention": "attention",
+DISPLAY = {"norms": "the RMSNorms", "qkv": "the QKV projection", "rope": "RoPE",
+           "attention": "attention",
            "o_proj": "the O projection", "allreduce_attn": "the all-reduce after attention",
            "ffn": "the FFN", "allreduce_ffn": "the all-reduce after the FFN"}
 PHASE_TIME = {"decode": "tpot_ms", "prefill": "ttft_ms"}
@@ -52,8 +53,8 @@ def headline(df: pd.DataFrame):
 
 
 HEAD_KEYS = ("model", "topology", "batch", "context", "tpotms", "tpsuser", "tpssystem",
-             "analyticms", "errpct", "layerus", "top", "toppct", "attnpct", "commpct",
-             "exposedpct", "tp", "pes")
+             "analyticms", "errpct", "layerus", "top", "toppct", "attnpct", "normspct",
+             "commpct", "exposedpct", "tp", "pes")
 
 
 def _headline_values(v: dict, r) -> None:
@@ -74,6 +75,7 @@ def _headline_values(v: dict, r) -> None:
     top = max(shares, key=lambda c: (shares[c], c))
     v["dec/top"], v["dec/toppct"] = text(DISPLAY.get(top, top)), pct(100 * shares[top])
     v["dec/attnpct"] = pct(100 * shares.get("attention", math.nan))
+    v["dec/normspct"] = pct(100 * shares.get("norms", math.nan))
     v["dec/commpct"] = pct(100 * float(r["comm_share"]))
     v["dec/exposedpct"] = pct(100 * float(r["exposed_share"]))
 

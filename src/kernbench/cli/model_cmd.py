@@ -51,7 +51,7 @@ def check_fit(model, spec, batch: int, context: int) -> None:
                          f"of HBM")
 
 
-def overrides(pairs: list[str]) -> dict:
+def _overrides(pairs: list[str]) -> dict:
     """``--set KEY=VALUE`` pairs as topology overrides (values read as YAML scalars)."""
     import yaml
 
@@ -99,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
 
     _check(args)
     model = load_model(args.model)
-    graph = load_topology(resolve_topology(args.topology), overrides(args.set))
+    graph = load_topology(resolve_topology(args.topology), _overrides(args.set))
     check_fit(model, graph.spec, args.batch, args.context)
     r = step_function(args.phase)(graph, Dims.of(model), args.batch, args.context,
                                   layers=args.layers, tp=args.tp, data=args.data,

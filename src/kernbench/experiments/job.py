@@ -45,8 +45,8 @@ def run_job(experiment: str, topology_id: str, topology_file: str | Path, worklo
     """Simulate one job; ``slice_`` holds {"workload": {...}, "variant": {...}}, or for a
     batch {"workloads": [[id, {...}], ...], "variant": {...}}."""
     exp = get(experiment)
-    # a sensitivity rerun: the same topology with the setting's overrides, which the
-    # experiment's own run never sees
+    # the variant's topology overrides (a study's stated modelling choice, a sensitivity
+    # setting's or a what-if's on top of it), which the experiment's own run never sees
     graph = load_topology(topology_file, slice_["variant"].get("overrides"))
     if "workloads" not in slice_:
         return _point(exp, graph, topology_id, workload_id, variant_id, slice_)

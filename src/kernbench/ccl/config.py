@@ -1,9 +1,10 @@
 """``ccl.yaml`` (package data of ``kernbench.ccl``): the configured algorithms and the
 IPCQ queue sizes.
 
-Each algorithm entry names the module that registers it; an entry may override
-``pes``, ``ipcq`` and ``world_size`` of ``defaults``. Every error names the
-file and the key.
+Each algorithm entry names the module that registers it and the collective it
+performs (``collective``: all_reduce, the default, or all_to_all); an entry may
+override ``pes``, ``ipcq`` and ``world_size`` of ``defaults``. Every error names
+the file and the key.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from kernbench.geometry.ipcq import IpcqConfig
 from kernbench.validation import safe_load
 
 DEFAULT_PATH = Path(str(resources.files("kernbench.ccl").joinpath("ccl.yaml")))
+COLLECTIVES = {"all_reduce": "algorithm", "all_to_all": "all_to_all"}  # -> defaults key
 
 
 @dataclass(frozen=True)
@@ -28,6 +30,7 @@ class AlgorithmConfig:
     pes: tuple[int, ...]
     ipcq: IpcqConfig
     world_size: int | None
+    collective: str = "all_reduce"
 
 
 def _err(path, key: str, msg: str) -> ConfigError:
@@ -48,15 +51,26 @@ def load(path: str | Path | None = None) -> dict:
     return doc
 
 
-def resolve(doc: dict, algorithm: str | None = None, **overrides) -> AlgorithmConfig:
-    """The merged settings of ``algorithm`` (default: ``defaults.algorithm``)."""
+def _kind(path, name: str, entry: dict) -> str:
+    kind = entry.get("collective", "all_reduce")
+    if kind not in COLLECTIVES:
+        raise _err(path, f"algorithms.{name}.collective",
+                   f"must be one of {', '.join(COLLECTIVES)}, got {kind!r}")
+    return kind
+
+
+def resolve(doc: dict, algorithm: str | None = None, collective: str = "all_reduce",
+            **overrides) -> AlgorithmConfig:
+    """The merged settings of ``algorithm``, a ``collective`` algorithm (default: the
+    collective's entry in ``defaults``: ``algorithm``, ``all_to_all``)."""
     path = doc["_path"]
     defaults = doc["defaults"]
-    name = algorithm or defaults.get("algorithm")
-    entries = doc["algorithms"]
+    name = algorithm or defaults.get(COLLECTIVES[collective])
+    entries = {k: v for k, v in doc["algorithms"].items()
+               if _kind(path, k, v or {}) == collective}
     if name not in entries:
-        raise _err(path, "algorithms", f"unknown algorithm {name!r} "
-                                       f"(configured: {', '.join(sorted(entries))})")
+        raise _err(path, "algorithms", f"unknown algorithm {name!r} (configured "
+                                       f"{collective} algorithms: {', '.join(sorted(entries))})")
     entry = entries[name] or {}
     module = entry.get("module")
     if not isinstance(module, str):
@@ -79,7 +93,7 @@ def resolve(doc: dict, algorithm: str | None = None, **overrides) -> AlgorithmCo
     world = entry.get("world_size", defaults.get("world_size"))
     if world is not None and (not isinstance(world, int) or world < 1):
         raise _err(path, f"algorithms.{name}.world_size", "must be a positive integer")
-    return AlgorithmConfig(name, module, tuple(pes), cfg, world)
+    return AlgorithmConfig(name, module, tuple(pes), cfg, world, collective)
 
 
 def algorithm_class(cfg: AlgorithmConfig) -> type:
@@ -92,8 +106,12 @@ def algorithm_class(cfg: AlgorithmConfig) -> type:
                                           f"{cfg.name!r}") from None
 
 
-def configured_algorithms(path: str | Path | None = None) -> dict[str, type]:
-    """Every algorithm of the config, in the order it lists them, as its class: what
-    reports read (names, order, ``phases``) so that a new algorithm needs no edit there."""
+def configured_algorithms(path: str | Path | None = None,
+                          collective: str = "all_reduce") -> dict[str, type]:
+    """Every ``collective`` algorithm of the config, in the order it lists them, as its
+    class: what reports read (names, order, ``phases``) so that a new algorithm needs
+    no edit there."""
     doc = load(path)
-    return {name: algorithm_class(resolve(doc, name)) for name in doc["algorithms"]}
+    return {name: algorithm_class(resolve(doc, name, collective))
+            for name, entry in doc["algorithms"].items()
+            if _kind(doc["_path"], name, entry or {}) == collective}

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections import defaultdict, deque
 
-from kernbench.geometry.ipcq import OPPOSITE
+from kernbench.geometry.ipcq import opposite
 from kernbench.isa.commands import DmaReadCmd, DmaWriteCmd, IpcqRecvCmd, IpcqSendCmd, MathCmd
 from kernbench.isa.dtypes import dtype_bytes
 from kernbench.isa.handles import TensorHandle
@@ -92,7 +92,7 @@ class Costs:
                 b = self.slot_read(rank, nbytes)
                 if kind == "reduce":
                     b += self.d_math + self.sched + self.reduce(rank, elements, nbytes)
-                hit = (False, (peer, rank, OPPOSITE[direction]), self.d_recv + self.sched, b)
+                hit = (False, (peer, rank, opposite(direction)), self.d_recv + self.sched, b)
             self._ops[key] = hit
         return hit
 
@@ -120,9 +120,11 @@ class Costs:
 
 def evaluate(programs: dict[Coord, list], peers: dict[Coord, dict[str, Coord]], n: int,
              dtype: str, costs: Costs, buffers: dict[Coord, PhysAddr],
-             scale: bool = False) -> dict:
+             scale: bool = False, stores: dict[Coord, list] | None = None) -> dict:
     """Play every rank's compiled program on the idle-system costs; returns the
-    makespan and the time each rank entered each phase."""
+    makespan and the time each rank entered each phase. ``stores``: the element
+    counts of the runs each rank writes its output in, one store after another
+    (all-to-all), instead of one store of its whole buffer."""
     bpe = dtype_bytes(dtype)
     clock = {r: costs.d_dma + costs.sched + costs.dma(r, buffers[r], n * bpe, False)
              for r in programs}
@@ -171,5 +173,7 @@ def evaluate(programs: dict[Coord, list], peers: dict[Coord, dict[str, Coord]], 
         if scale:
             t += costs.d_math + costs.sched + costs.reduce(r, n, n * bpe)
         marks[r].setdefault("store", t)
-        end[r] = t + costs.d_store + costs.sched + costs.dma(r, buffers[r], n * bpe, True)
+        for length in (stores[r] if stores is not None else [n]):
+            t = t + costs.d_store + costs.sched + costs.dma(r, buffers[r], length * bpe, True)
+        end[r] = t
     return {"latency_ns": max(end.values()), "marks": marks, "end": end}

@@ -49,6 +49,29 @@ def collective_kernel(x, n, dtype, op, scale, programs, *, tl):
     steps = programs[(tl.program_id(2), tl.program_id(1), tl.program_id(0))]
     combine = {"sum": tl.add, "avg": tl.add, "max": tl.maximum, "min": tl.minimum}[op]
     buf = tl.load(x, (n,), dtype)
+    _run_steps(tl, buf, steps, dtype, combine)
+    if scale is not None:
+        tl.mul(buf, scale, out=buf)
+    tl.mark("store")
+    tl.store(x, buf)
+
+
+def all_to_all_kernel(x_in, x_out, n, dtype, plans, *, tl):
+    """This rank's part of an all-to-all: its ``n``-element input at ``x_in`` is loaded
+    into the head of a TCM work buffer, the program sends blocks on and receives others
+    behind it, and the output at ``x_out`` is written in the plan's runs."""
+    steps, work, stores = plans[(tl.program_id(2), tl.program_id(1), tl.program_id(0))]
+    buf = tl.zeros((work,), dtype)
+    tl.load(x_in, (n,), dtype, out=tl.view(buf, 0, n))
+    _run_steps(tl, buf, steps, dtype, None)
+    tl.mark("store")
+    size = tl.element_size(dtype)
+    for start, out, length in stores:
+        tl.store(x_out + out * size, tl.view(buf, start, length))
+
+
+def _run_steps(tl, buf, steps, dtype, combine) -> None:
+    """The program's sends and receives over slices of ``buf``, marking each phase."""
     views: dict[tuple[int, int], object] = {}  # one view per slice, reused by every step
     landing: dict[int, object] = {}  # one receive buffer per piece length
     phase = None
@@ -70,7 +93,3 @@ def collective_kernel(x, n, dtype, op, scale, programs, *, tl):
                     got = landing[length] = tl.zeros((length,), dtype)
                 tl.recv(direction, dst=got)  # waits for the previous combine to read it
                 combine(v, got, out=v)
-    if scale is not None:
-        tl.mul(buf, scale, out=buf)
-    tl.mark("store")
-    tl.store(x, buf)

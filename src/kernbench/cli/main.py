@@ -16,6 +16,7 @@ import traceback
 from kernbench import __version__
 from kernbench.cli import (
     allreduce_cmd,
+    alltoall_cmd,
     attention_cmd,
     bench_cmd,
     capacity_cmd,
@@ -35,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"kernbench {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for module in (bench_cmd, probe_cmd, topology_cmd, job_cmd, experiments_cmd, gemm_cmd,
-                   allreduce_cmd, attention_cmd, model_cmd, capacity_cmd, web_cmd):
+                   allreduce_cmd, alltoall_cmd, attention_cmd, model_cmd, capacity_cmd, web_cmd):
         module.add_parser(sub)
     return parser
 

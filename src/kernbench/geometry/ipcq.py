@@ -3,12 +3,13 @@ sizing, and the mirrored neighbour table every installer expects.
 
 A neighbour table is ``{(sip, cube, pe): {direction: peer}}``; it is mirrored
 when every ``a`` that sends ``direction`` to ``b`` is named by ``b`` under
-``OPPOSITE[direction]`` (``install_queues`` checks it). Design:
+``opposite(direction)`` (``install_queues`` checks it). Design:
 docs/adr/0024-pe-ipcq.md.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from kernbench.errors import ConfigError
@@ -23,6 +24,32 @@ _PAIRS = (("N", "S"), ("E", "W"), ("cube_N", "cube_S"), ("cube_E", "cube_W"),
 OPPOSITE: dict[str, str] = {a: b for a, b in _PAIRS} | {b: a for a, b in _PAIRS}
 DIRECTIONS: tuple[str, ...] = tuple(d for pair in _PAIRS for d in pair)
 TIERS = ("tcm", "sram")
+
+# Numbered directions for exchanges where every member of a team talks to every other
+# (all-to-all): ``<family>+<k>`` is the member k places on in the team's order,
+# ``<family>-<k>`` the one k places back, so each is the other's mirror.
+SHIFT_FAMILIES = ("a2a", "a2a_pe", "a2a_cube", "a2a_sip")
+_SHIFT = re.compile(r"^(" + "|".join(SHIFT_FAMILIES) + r")([+-])([1-9][0-9]*)$")
+ALLOWED = ", ".join(DIRECTIONS) + ", " + ", ".join(f"{f}+k/{f}-k" for f in SHIFT_FAMILIES)
+
+
+def opposite(direction: str) -> str | None:
+    """The side a message sent toward ``direction`` arrives from; None for a name that
+    is not a direction."""
+    back = OPPOSITE.get(direction)
+    if back is not None:
+        return back
+    m = _SHIFT.match(direction) if isinstance(direction, str) else None
+    if m is None:
+        return None
+    return f"{m[1]}{'-' if m[2] == '+' else '+'}{m[3]}"
+
+
+def shift(family: str, k: int) -> str:
+    """The numbered direction toward the member ``k`` places on (``k < 0``: back)."""
+    if family not in SHIFT_FAMILIES or k == 0:
+        raise ValueError(f"no numbered direction {family!r} {k:+d}")
+    return f"{family}{k:+d}"
 
 
 @dataclass(frozen=True)
@@ -48,4 +75,4 @@ class IpcqConfig:
 def link(tables: Tables, a: Coord, direction: str, b: Coord) -> None:
     """``a`` sends ``direction`` to ``b`` (and ``b`` receives it from the mirror side)."""
     tables.setdefault(a, {})[direction] = b
-    tables.setdefault(b, {})[OPPOSITE[direction]] = a
+    tables.setdefault(b, {})[opposite(direction)] = a

@@ -16,22 +16,23 @@ the calling greenlet's rank.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from greenlet import getcurrent, greenlet
 
 from kernbench.ccl import config as ccl_config
 from kernbench.ccl.group import Group
 from kernbench.ccl.model import Costs, evaluate
 from kernbench.ccl.program import collective_kernel, compile_program
-from kernbench.components.builtin.pe_ipcq import install_queues
+from kernbench.components.builtin.pe_ipcq import install_queues, queue_sets, use_queue_sets
 from kernbench.errors import KernelStateError, UsageError
 from kernbench.isa.dtypes import dtype_bytes
 from kernbench.policy.placement import DPPolicy
+from kernbench.runtime_api.all_to_all import AllToAllBackend
+from kernbench.runtime_api.group_buffers import DTYPES, CollectiveResult, phase_times, rank_buffers
 from kernbench.runtime_api.per_sip import PerSip
 
+__all__ = ["DTYPES", "OPS", "AhbmBackend", "CollectiveResult", "DistributedContext", "Spawner"]
+
 OPS = ("sum", "max", "min", "avg")
-DTYPES = ("f16", "bf16", "f32", "i32")
 
 
 class ReduceOp:
@@ -39,23 +40,6 @@ class ReduceOp:
     MAX = "max"
     MIN = "min"
     AVG = "avg"
-
-
-@dataclass
-class CollectiveResult:
-    """One all-reduce: its launch, the model's prediction and per-phase times."""
-
-    launch: object
-    n: int
-    dtype: str
-    op: str
-    ranks: int
-    predicted_ns: float
-    phases: dict = field(default_factory=dict)  # phase -> (simulated ns, predicted ns)
-
-    @property
-    def latency_ns(self) -> float:
-        return self.launch.kernel_ns
 
 
 class AhbmBackend:
@@ -81,6 +65,7 @@ class AhbmBackend:
             ctx.engine, self.tables, self.cfg.ipcq,
             lambda pe, tier, nbytes: system.alloc(tier, *pe, nbytes))
         self.peers = {pe: dict(t) for pe, t in self.tables.items()}
+        self.queue_state = queue_sets(ctx.engine)  # put back before each all-reduce
         self._costs: Costs | None = None  # the model's cost cache, built on first use
 
     @property
@@ -103,32 +88,14 @@ class AhbmBackend:
         if op == "avg" and dtype == "i32":
             raise UsageError("all_reduce: op 'avg' needs a floating dtype (f16, bf16, f32), "
                              "got i32")
-        n = None
-        buffers = {}
-        for sip, t in sorted(tensors.items()):
-            if t.dtype != dtype:
-                raise UsageError(f"all_reduce: tensor {t.name!r} is {t.dtype}, others {dtype}")
-            for cube in range(g.cubes):
-                for pe in g.pes:
-                    try:
-                        p = t.local(cube, pe, sip)
-                    except KeyError:
-                        raise UsageError(f"all_reduce: tensor {t.name!r} has no shard on SIP "
-                                         f"{sip} CUBE {cube} PE {pe} (shard it over every "
-                                         f"CUBE and PEs {list(g.pes)})") from None
-                    elems = p.nbytes // dtype_bytes(t.dtype)
-                    if n is None:
-                        n = elems
-                    elif elems != n:
-                        raise UsageError(f"all_reduce: shards differ in size ({elems} vs {n} "
-                                         f"elements)")
-                    buffers[(sip, cube, pe)] = p.pa
+        n, buffers = rank_buffers("all_reduce", tensors, g, dtype)
         piece = max(1, self.cfg.ipcq.slot_bytes // dtype_bytes(first.dtype))
         programs = {r: compile_program(steps, piece)
                     for r, steps in self.algorithm.program(n).items()}
         scale = 1.0 / g.size if op == "avg" else None
         ctx = self.ctx
         dp = DPPolicy(cube="row_wise", num_cubes=g.cubes, pe="row_wise", num_pes=len(g.pes))
+        use_queue_sets(ctx.engine, self.queue_state)  # an all-to-all may have installed its own
         launch = ctx.launch(f"all_reduce.{self.name}", collective_kernel,
                             PerSip(tensors), n, dtype, op, scale, programs,
                             dp=dp, sips="all")
@@ -148,33 +115,6 @@ def check_op(op) -> str:
     return name
 
 
-def phase_times(engine, launch, model, start: float) -> dict:
-    """Per phase: (simulated, predicted) ns from the last rank entering it to the last
-    rank entering the next phase (the kernels' tl.mark times; the model's marks)."""
-    entered: dict[str, float] = {}
-    for coord in launch.pes:
-        for t, label in engine.pe(*coord).cpu.marks:
-            if t >= start:
-                entered[label] = max(entered.get(label, float("-inf")), t)
-    predicted: dict[str, float] = {}
-    for marks in model["marks"].values():
-        for label, t in marks.items():
-            predicted[label] = max(predicted.get(label, float("-inf")), t)
-    end_sim = max(e for _, e in launch.kernel_spans)
-    end_model = model["latency_ns"]
-    order = sorted(entered, key=entered.get)
-    out = {}
-    for i, label in enumerate(order):
-        if label == "store":
-            continue
-        nxt = order[i + 1] if i + 1 < len(order) else None
-        sim = (entered[nxt] if nxt else end_sim) - entered[label]
-        pred = ((predicted.get(nxt, end_model) if nxt else end_model)
-                - predicted.get(label, 0.0))
-        out[label] = (max(sim, 0.0), max(pred, 0.0))
-    return out
-
-
 class DistributedContext:
     """``torch.distributed`` of one host context."""
 
@@ -183,6 +123,8 @@ class DistributedContext:
     def __init__(self, ctx) -> None:
         self._ctx = ctx
         self._backend: AhbmBackend | None = None
+        self._all_to_all: AllToAllBackend | None = None
+        self._init_args: tuple = ()
         self._rank_by_greenlet: dict = {}
         self._launcher = None
         self.last: CollectiveResult | None = None
@@ -195,6 +137,8 @@ class DistributedContext:
         if backend != "ahbm":
             raise UsageError(f"unsupported backend {backend!r} (allowed: ahbm)")
         self._backend = AhbmBackend(self._ctx, algorithm, config, ipcq, pes)
+        self._all_to_all = None  # installed on first use, with the group's config
+        self._init_args = (config, pes)
 
     def is_initialized(self) -> bool:
         return self._backend is not None
@@ -222,6 +166,36 @@ class DistributedContext:
 
     def destroy_process_group(self) -> None:
         self._backend = None
+        self._all_to_all = None
+
+    def all_to_all_backend(self, algorithm: str | None = None) -> AllToAllBackend:
+        """The all-to-all of the process group (``ccl.yaml``'s default, or ``algorithm``),
+        installed on first use."""
+        self._ensure()
+        a2a = self._all_to_all
+        if a2a is None or (algorithm is not None and a2a.name != algorithm):
+            config, pes = self._init_args
+            a2a = self._all_to_all = AllToAllBackend(self._ctx, algorithm, config, pes=pes)
+        return a2a
+
+    def all_to_all_single(self, output, input, output_split_sizes=None,
+                          input_split_sizes=None, group=None, async_op: bool = False) -> None:
+        """Block ``j`` of this rank's ``output`` becomes block ``r`` of rank ``j``'s
+        ``input`` (equal blocks, one per participating PE; ``torch.distributed``'s
+        signature, uneven splits refused)."""
+        if output_split_sizes is not None or input_split_sizes is not None:
+            raise UsageError("all_to_all_single: uneven splits are not supported (equal "
+                             "blocks, one per participating PE)")
+        backend = self.all_to_all_backend()
+        launcher = self._launcher
+        if launcher is None:
+            if self._ensure().world_size != 1 or backend.group.sips != 1:
+                raise KernelStateError(
+                    f"all_to_all_single with {self._ensure().world_size} ranks must be called "
+                    f"by every rank: start them with torch.multiprocessing.spawn")
+            self.last = backend.all_to_all_all({0: input}, {0: output})
+            return
+        self.last = launcher.collective(("all_to_all",), (input, output))
 
     def all_reduce(self, tensor, op: str = ReduceOp.SUM) -> None:
         """All-reduce ``tensor`` (this rank's, on its SIP) with every other rank's."""
@@ -323,5 +297,9 @@ class _Launcher:
             if what[0] == "all_reduce":
                 tensors = {t.sip: t for _, t in self.waiting.values()}
                 result = self.dist.backend.all_reduce_all(tensors, what[1])
+            elif what[0] == "all_to_all":
+                pairs = [t for _, t in self.waiting.values()]
+                result = self.dist.all_to_all_backend().all_to_all_all(
+                    {i.sip: i for i, _ in pairs}, {o.sip: o for _, o in pairs})
             resume = {r: result for r in self.waiting}
             self.waiting = {}

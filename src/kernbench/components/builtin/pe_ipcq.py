@@ -31,7 +31,7 @@ from kernbench.components.builtin.dispatch import executes
 from kernbench.components.builtin.pe_ops import ready_at
 from kernbench.components.flows import FlowSpec, LegSpec
 from kernbench.errors import ConfigError, KernelMisuse
-from kernbench.geometry.ipcq import DIRECTIONS, OPPOSITE, IpcqConfig
+from kernbench.geometry.ipcq import ALLOWED, IpcqConfig, opposite
 from kernbench.isa.commands import IpcqRecvCmd, IpcqSendCmd
 from kernbench.isa.dtypes import np_dtype
 from kernbench.isa.handles import Completion
@@ -69,7 +69,7 @@ class IpcqQueue:
         self.credit_ns: float | None = None  # a credit's trip back to the sender
         self.copies: dict[tuple, FlowSpec] = {}  # (slot, size) -> its read into the TCM
         # what a kernel blocked on this queue waits for (deadlock reports)
-        self.message_label = (f"for a message from direction {OPPOSITE[direction]} "
+        self.message_label = (f"for a message from direction {opposite(direction)} "
                               f"({nm.pe_prefix(*src)})")
         self.credit_label = f"for a free slot in the queue toward {direction} ({nm.pe_prefix(*dst)})"
 
@@ -86,9 +86,9 @@ class PeIpcq:
         self.config: IpcqConfig | None = None
 
     def _queue(self, table: dict[str, IpcqQueue], direction: str, verb: str) -> IpcqQueue:
-        if direction not in OPPOSITE:
+        if opposite(direction) is None:
             raise KernelMisuse(f"tl.{verb} on {self.pe.prefix}: unknown direction {direction!r} "
-                               f"(allowed: {', '.join(DIRECTIONS)})")
+                               f"(allowed: {ALLOWED})")
         q = table.get(direction)
         if q is None:
             have = ", ".join(sorted(self.neighbours)) or "none: no process group installed IPCQ"
@@ -117,19 +117,20 @@ def install_queues(engine, tables: dict[Coord, dict[str, Coord]], cfg: IpcqConfi
     """Install neighbour tables and create every queue; returns the number of queues.
 
     ``tables[pe][direction] = peer``; every entry needs its mirror
-    (``tables[peer][OPPOSITE[direction]] == pe``). ``alloc_slots(pe, tier, nbytes)``
+    (``tables[peer][opposite(direction)] == pe``). ``alloc_slots(pe, tier, nbytes)``
     returns the base of the receiver's slot memory for one queue.
     """
     for pe, table in sorted(tables.items()):
         for d, peer in sorted(table.items()):
-            if d not in OPPOSITE:
+            mirror = opposite(d)
+            if mirror is None:
                 raise ConfigError("IPCQ neighbour table", nm.pe_prefix(*pe),
-                                  f"unknown direction {d!r} (allowed: {', '.join(DIRECTIONS)})")
-            back = tables.get(peer, {}).get(OPPOSITE[d])
+                                  f"unknown direction {d!r} (allowed: {ALLOWED})")
+            back = tables.get(peer, {}).get(mirror)
             if back != pe:
                 raise ConfigError(
                     "IPCQ neighbour table", nm.pe_prefix(*pe),
-                    f"sends {d} to {nm.pe_prefix(*peer)}, whose {OPPOSITE[d]} is "
+                    f"sends {d} to {nm.pe_prefix(*peer)}, whose {mirror} is "
                     f"{nm.pe_prefix(*back) if back else 'not set'}")
     count = 0
     for pe, table in sorted(tables.items()):
@@ -144,7 +145,7 @@ def install_queues(engine, tables: dict[Coord, dict[str, Coord]], cfg: IpcqConfi
             base = alloc_slots(peer, cfg.tier, cfg.slots * cfg.slot_bytes)
             q = IpcqQueue(engine.env, pe, peer, d, cfg, base)
             engine.pe(*pe).ipcq.out[d] = q
-            engine.pe(*peer).ipcq.inbox[OPPOSITE[d]] = q
+            engine.pe(*peer).ipcq.inbox[opposite(d)] = q
             count += 1
     return count
 

@@ -54,12 +54,12 @@ def sweep_sizes(block: dict, source: str) -> list[int]:
 def expand(block: dict, spec: TopologySpec, source: str):
     from kernbench.ccl import config as ccl_config
 
-    doc = ccl_config.load()
+    known = ccl_config.configured_algorithms()
     for i, name in enumerate(block["algorithms"]):
-        if name not in doc["algorithms"]:
+        if name not in known:
             raise ConfigError(source, f"experiments.{NAME}.algorithms[{i}]",
-                              f"unknown algorithm {name!r} (kernbench/ccl/ccl.yaml has: "
-                              f"{', '.join(sorted(doc['algorithms']))})")
+                              f"unknown algorithm {name!r} (kernbench/ccl/ccl.yaml's "
+                              f"all-reduce algorithms: {', '.join(sorted(known))})")
     sizes = sweep_sizes(block["sizes"], source)
     dtype = block.get("dtype", "f16")
     from kernbench.isa.dtypes import dtype_bytes

@@ -1,0 +1,116 @@
+"""``kernbench alltoall``: one all-to-all over a whole system, nccl-tests style."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("alltoall", help="run one all-to-all among every CUBE of every SIP")
+    p.add_argument("--topology", default="default", help="topology file or name")
+    p.add_argument("--algorithm", default=None,
+                   help="all-to-all algorithm (kernbench/ccl/ccl.yaml's entries with "
+                        "collective: all_to_all; default a2a_hierarchical)")
+    p.add_argument("--bytes-per-pe", type=int, required=True, dest="bytes_per_pe",
+                   help="bytes each rank sends in total (an equal block to every rank)")
+    p.add_argument("--dtype", default="f16", help="f16 | f32 | bf16 | i32 (default f16)")
+    p.add_argument("--buffer", default="hbm", help="where buffers live: tcm | sram | hbm")
+    p.add_argument("--data", action="store_true", help="data mode: move real bytes")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (--data)")
+    p.add_argument("--dump", metavar="OUT.npz",
+                   help="write every rank's input and output and the rank order (needs --data)")
+    p.add_argument("--json", action="store_true", help="print one JSON document instead")
+    p.add_argument("--trace", metavar="OUT.json", help="write a Chrome/Perfetto timeline")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from kernbench.cli.common import check_output_path, resolve_topology
+    from kernbench.errors import UsageError
+    from kernbench.topology import load_topology
+    from kernbench.workloads.alltoall_run import check_arguments, run_alltoall
+
+    if args.dump and not args.data:
+        raise UsageError("--dump needs --data (timing mode moves no bytes)")
+    check_output_path("--dump", args.dump)
+    check_output_path("--trace", args.trace)
+    graph = load_topology(resolve_topology(args.topology))
+    check_arguments(graph, args.algorithm, args.bytes_per_pe, args.dtype, args.buffer)
+    r = run_alltoall(graph, args.algorithm, args.bytes_per_pe, dtype=args.dtype,
+                     buffer=args.buffer, data=args.data, seed=args.seed,
+                     keep_records=bool(args.trace))
+    check = _data_check(r) if args.data else None
+    _write_files(args, r)
+    doc = _document(r, check)
+    if args.json:
+        sys.stdout.write(json.dumps(doc, sort_keys=True) + "\n")
+    else:
+        _write_report(sys.stdout, args, r, doc)
+    return 0
+
+
+def _data_check(r) -> dict:
+    """How many ranks' outputs differ from numpy's all-to-all (bit for bit)."""
+    import numpy as np
+
+    from kernbench.workloads.alltoall_run import reference
+
+    ref = reference(r.inputs, r.ranks)
+    wrong = sum(not np.array_equal(r.outputs[k].view(np.uint8), ref[k].view(np.uint8))
+                for k in ref)
+    return {"ranks_differing": wrong}
+
+
+def _write_files(args: argparse.Namespace, r) -> None:
+    """The ``--dump`` arrays (bf16 widened to f32: numpy has no bf16) and ``--trace``."""
+    if args.dump:
+        import numpy as np
+
+        from kernbench.workloads.alltoall_run import dump_arrays
+
+        arrays = {k: (v.astype(np.float32) if r.dtype == "bf16" and k != "ranks" else v)
+                  for k, v in dump_arrays(r).items()}
+        np.savez(args.dump, **arrays)
+    if args.trace:
+        from kernbench.sim_engine.chrome_trace import write_chrome_trace
+
+        write_chrome_trace([(None, r.engine.op_log.records)], args.trace)
+
+
+def _document(r, check: dict | None) -> dict:
+    """The run as one JSON document (``--json``)."""
+    doc = {
+        "topology": r.topology, "algorithm": r.algorithm, "ranks": len(r.ranks),
+        "size": r.size, "count": r.count, "type": r.dtype, "buffer": r.buffer,
+        "time_us": r.time_ns / 1000, "algbw_gbs": r.algbw_gbs, "busbw_gbs": r.busbw_gbs,
+        "predicted_us": r.predicted_ns / 1000, "rel_error": r.rel_error,
+        "phases_us": {k: {"simulated": a / 1000, "predicted": b / 1000}
+                      for k, (a, b) in r.phases.items()},
+        "op_counts": {k: r.op_counts.get(k, 0) for k in ("ipcq_copy", "ipcq_send", "dma_read",
+                                                         "dma_write")},
+    }
+    if check is not None:
+        doc["check"] = check
+    return doc
+
+
+def _write_report(out, args: argparse.Namespace, r, doc: dict) -> None:
+    """The nccl-tests style text report (busbw = algbw (n - 1) / n)."""
+    from kernbench.workloads.alltoall_run import NCCL_HEADER
+
+    out.write(f"# all_to_all {r.algorithm} on {r.topology}: {len(r.ranks)} ranks, buffers in "
+              f"{r.buffer}\n")
+    out.write("#" + NCCL_HEADER[1:] + "\n")
+    out.write(r.nccl_line() + "\n")
+    out.write("# phases (us, simulated / predicted): " + ", ".join(
+        f"{k} {a / 1000:.3f}/{b / 1000:.3f}" for k, (a, b) in r.phases.items()) + "\n")
+    out.write("# op counts: " + ", ".join(f"{k} {v}" for k, v in doc["op_counts"].items()) + "\n")
+    if "check" in doc:
+        out.write(f"# data: {doc['check']['ranks_differing']} of {len(r.ranks)} ranks differ "
+                  f"from numpy's all-to-all\n")
+    if args.dump:
+        out.write(f"# arrays written to {args.dump}\n")
+    if args.trace:
+        out.write(f"# trace written to {args.trace}\n")

@@ -14,7 +14,7 @@ import yaml
 from kernbench.errors import UsageError
 from kernbench.models.config import DTYPES, ModelConfig
 
-PRESETS = ("llama3-8b", "llama3-70b")  # files presets/<name>.json shipped with the package
+PRESETS = ("llama3-8b", "llama3-70b", "mixtral-8x7b", "moe-128x-top8")  # presets/<name>.json
 SUFFIXES = (".json", ".yaml", ".yml")
 REQUIRED = ("num_hidden_layers", "hidden_size", "num_attention_heads", "intermediate_size",
             "vocab_size")

@@ -40,7 +40,15 @@ class Dims:
 
     @classmethod
     def of(cls, model, layers: int | None = None) -> Dims:
-        """The shapes of a :class:`kernbench.models.ModelConfig`."""
+        """The shapes of a :class:`kernbench.models.ModelConfig` (dense FFN models: the
+        layer has no mixture-of-experts FFN yet, and simulating one as dense would be
+        wrong without a word)."""
+        if model.num_local_experts is not None:
+            raise UsageError(f"model {model.name!r} is a mixture of experts "
+                             f"({model.num_local_experts} experts, top "
+                             f"{model.num_experts_per_tok}): the decoder layer simulates dense "
+                             f"FFNs only so far (kernbench alltoall runs the expert "
+                             f"dispatch's collective)")
         return cls(layers or model.num_hidden_layers, model.hidden_size,
                    model.num_attention_heads, model.num_key_value_heads, model.head_dim,
                    model.intermediate_size, model.vocab_size, float(model.rope_theta),

@@ -97,11 +97,3 @@ def test_moe_presets_read_the_mixtral_keys():
     assert (f.num_local_experts, f.num_experts_per_tok) == (128, 8)
     assert f.intermediate_size < f.hidden_size  # fine-grained: small expert FFNs
 
-
-def test_the_dense_layer_refuses_a_moe_model_in_one_line(capsys):
-    from kernbench.cli.main import main
-
-    assert main(["model", "--model", "mixtral-8x7b", "--topology", "default", "--phase",
-                 "decode", "--batch", "1", "--context", "64", "--layers", "1"]) == 2
-    err = capsys.readouterr().err.strip()
-    assert "mixture of experts (8 experts, top 2)" in err and "\n" not in err

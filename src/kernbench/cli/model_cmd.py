@@ -30,6 +30,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a topology key (dotted, repeatable), e.g. "
                         "fabric.sharing=fifo, the whole-model study's link model")
+    p.add_argument("--capacity-factor", type=float, dest="capacity_factor",
+                   help="MoE: an expert takes at most factor x tokens x top-k / experts "
+                        "assignments, later ones are dropped (default experts / top-k: none)")
+    p.add_argument("--skew", type=float, default=0.0,
+                   help="MoE, timing mode: Zipf exponent of the routing over experts "
+                        "(default 0: uniform)")
     p.add_argument("--json", action="store_true", help="print one JSON document instead")
     p.add_argument("--trace", metavar="OUT.json", help="write a Chrome/Perfetto timeline")
     p.add_argument("--data", action="store_true", help="data mode: compute real values")
@@ -70,6 +76,21 @@ def _overrides(pairs: list[str]) -> dict:
     return out
 
 
+def _moe_settings(args, dims):
+    """The MoE routing options, checked against the model (one line each)."""
+    from kernbench.errors import UsageError
+    from kernbench.experiments.llm.moe_run import MoeSettings, check_settings
+    from kernbench.models.routing import check_routing
+
+    if args.data and args.skew:
+        raise UsageError("--skew sets timing mode's routing; data mode routes by the router's "
+                         "logits")
+    settings = MoeSettings(args.capacity_factor, args.skew, args.seed)
+    if dims.experts is not None:
+        check_routing(dims.experts, dims.top_k, settings.factor(dims), args.skew)
+    return check_settings(settings, dims)
+
+
 def _check(args) -> None:
     from kernbench.cli.common import check_output_path
     from kernbench.errors import UsageError
@@ -99,12 +120,14 @@ def run(args: argparse.Namespace) -> int:
 
     _check(args)
     model = load_model(args.model)
+    dims = Dims.of(model)
+    moe = _moe_settings(args, dims)
     graph = load_topology(resolve_topology(args.topology), _overrides(args.set))
     check_fit(model, graph.spec, args.batch, args.context)
-    r = step_function(args.phase)(graph, Dims.of(model), args.batch, args.context,
+    r = step_function(args.phase)(graph, dims, args.batch, args.context,
                                   layers=args.layers, tp=args.tp, data=args.data,
                                   seed=args.seed, model=model.name,
-                                  keep_records=bool(args.trace))
+                                  keep_records=bool(args.trace), moe=moe)
     if args.dump:
         import numpy as np
 
@@ -149,6 +172,12 @@ def _table(out, rec: dict) -> None:
     out.write(f"step ({what}) {rec['step_ns'] * 1e-6:.4f} ms   analytic "
               f"{rec['analytic']['step_ns'] * 1e-6:.4f} ms   error "
               f"{100 * rec['analytic_error']:+.1f} %\n")
+    if "moe" in rec:
+        moe = rec["moe"]
+        out.write(f"# MoE: {moe['experts']} experts, top {moe['top_k']}, {moe['parallel']}, "
+                  f"routing by {moe['routing']} (skew {moe['skew']}), capacity factor "
+                  f"{moe['capacity_factor']:g}: {moe['dropped']} of {moe['assignments']} "
+                  f"assignments dropped\n")
     if rec["phase"] == "decode":
         out.write(f"tokens/s per user {rec['tokens_per_s_user']:.1f}   per system "
                   f"{rec['tokens_per_s_system']:.1f}\n")

@@ -47,6 +47,14 @@ def _projections(spec, dims, m, T: int) -> dict:
             "ffn": _gemm(spec, T, D, 2 * m.ffn_cols) + _gemm(spec, T, m.ffn_cols, D)}
 
 
+def moe_ffn_ns(spec, dims, m, T: int, counts: list[int]) -> float:
+    """A rank's MoE FFN: the router over ``T`` rows, then every expert that has tokens
+    (``counts``): its columns of gate and up, and its rows of down, over those tokens."""
+    cf = m.ffn_cols
+    return _gemm(spec, T, dims.D, dims.experts) + sum(
+        _gemm(spec, n, dims.D, 2 * cf) + _gemm(spec, n, cf, dims.D) for n in counts if n)
+
+
 def decode_layer(spec, dims, m, T: int, S: int) -> dict:
     """Per-op lower bounds (ns) of one decode layer on mapping ``m``."""
     d, G = dims.d, dims.G

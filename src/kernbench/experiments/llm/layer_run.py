@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernbench.experiments.llm.tensors import Placer
+from kernbench.experiments.llm.moe_run import MoeFfn, MoeWeights
+from kernbench.experiments.llm.tensors import Placer, ptr
 from kernbench.geometry.groups import reduce_directions, root_of
 from kernbench.kernels.attention.decode import DecodeRank, UserBlock, gqa_decode
 from kernbench.kernels.attention.helpers import block_len, valid_len
@@ -51,8 +52,9 @@ class LayerWeights:
             a["wv"] = _scaled(rng, (D, dims.Hkv * d), D)
             a["wo"] = _scaled(rng, (dims.Hq * d, D), dims.Hq * d)
             a["ffn_norm"] = (1 + 0.1 * rng.standard_normal(D)).astype(np.float32)
-            a["w_gate"], a["w_up"] = _scaled(rng, (D, F), D), _scaled(rng, (D, F), D)
-            a["w_down"] = _scaled(rng, (F, D), F)
+            if not dims.experts:
+                a["w_gate"], a["w_up"] = _scaled(rng, (D, F), D), _scaled(rng, (D, F), D)
+                a["w_down"] = _scaled(rng, (F, D), F)
         a = self.arrays
         sl = m.slices
         any_slice = next(iter(sl.values()))
@@ -82,9 +84,11 @@ class LayerWeights:
         self.wqk = place.per_rank(f"wqk{l}", (D, qk), "f16", lambda r: head_cols(r, "qk"))
         self.wv = place.per_rank(f"wv{l}", (D, v), "f16", lambda r: head_cols(r, "v"))
         self.wo = place.per_rank(f"wo{l}", (o, D), "f16", o_rows)
-        self.wg = place.per_rank(f"wg{l}", (D, cf), "f16", lambda r: a["w_gate"][:, cols(r)])
-        self.wu = place.per_rank(f"wu{l}", (D, cf), "f16", lambda r: a["w_up"][:, cols(r)])
-        self.wd = place.per_rank(f"wd{l}", (cf, D), "f16", lambda r: a["w_down"][cols(r)])
+        self.moe = MoeWeights(place, dims, l, rng, a) if dims.experts else None
+        if not dims.experts:
+            self.wg = place.per_rank(f"wg{l}", (D, cf), "f16", lambda r: a["w_gate"][:, cols(r)])
+            self.wu = place.per_rank(f"wu{l}", (D, cf), "f16", lambda r: a["w_up"][:, cols(r)])
+            self.wd = place.per_rank(f"wd{l}", (cf, D), "f16", lambda r: a["w_down"][cols(r)])
         self.attn_norm = place.replicated(f"attn_norm{l}", a.get("attn_norm"), (D,), "f32")
         self.ffn_norm = place.replicated(f"ffn_norm{l}", a.get("ffn_norm"), (D,), "f32")
 
@@ -96,17 +100,11 @@ def row_block(spec, D: int, cols: int) -> int:
     return max(1, (spec.pe.kernel_scratch_bytes * 3 // 4 - 8 * D) // per_row)
 
 
-def ptr(tensors: dict, r) -> int:
-    """The VA of rank ``r``'s shard of a {sip: tensor} set."""
-    sip, cube, pe = r
-    return tensors[sip].ptr(cube, pe, sip)
-
-
 class DecodeLayer:
     """Runs decode layers on one host context; ``step`` times one and returns its spans."""
 
     def __init__(self, ctx, all_reduce, place: Placer, dims, users: int, context: int,
-                 variant: str = "opt3", use_queues=None) -> None:
+                 variant: str = "opt3", use_queues=None, moe=None) -> None:
         self.ctx, self.all_reduce, self.place, self.dims = ctx, all_reduce, place, dims
         self.use_queues = use_queues  # switches PE_IPCQ to the attention's queue set
         self.m, self.T, self.S, self.variant = place.m, users, context, variant
@@ -117,6 +115,7 @@ class DecodeLayer:
         self.v = {g.head: place.at_root(g, f"v.h{g.head}", (T, d), "f16") for g in m.groups}
         self.o = {g.head: place.at_root(g, f"o.h{g.head}", (T, G * d), "f32")
                   for g in m.groups}
+        self.moe = MoeFfn(self, moe) if dims.experts else None  # ``moe``: MoeSettings
 
     def caches(self, l: int, rng) -> tuple[dict, dict]:
         """Every (head, user) K^T and V of layer ``l`` (random keys and values in data
@@ -222,6 +221,9 @@ class DecodeLayer:
         dims, T = self.dims, self.T
         first = self.m.ranks[0]
         rows = row_block(self.ctx.spec, dims.D, 2 * self.m.ffn_cols)
+        if self.moe is not None:
+            self.moe.run(w, h, partial, rows)
+            return
         plan = {r: (ptr(h, r), ptr(w.ffn_norm, r), ptr(w.wg, r), ptr(w.wu, r), ptr(w.wd, r),
                     ptr(partial, r), ptr(h, r) if r == first else None, T, dims.D,
                     self.m.ffn_cols, dims.eps, rows)

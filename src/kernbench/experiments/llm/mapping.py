@@ -33,6 +33,8 @@ class Dims:
     vocab: int
     theta: float
     eps: float
+    experts: int | None = None  # MoE: experts per layer (None: a dense FFN of width F)
+    top_k: int | None = None  # MoE: experts per token
 
     @property
     def G(self) -> int:
@@ -40,19 +42,14 @@ class Dims:
 
     @classmethod
     def of(cls, model, layers: int | None = None) -> Dims:
-        """The shapes of a :class:`kernbench.models.ModelConfig` (dense FFN models: the
-        layer has no mixture-of-experts FFN yet, and simulating one as dense would be
-        wrong without a word)."""
-        if model.num_local_experts is not None:
-            raise UsageError(f"model {model.name!r} is a mixture of experts "
-                             f"({model.num_local_experts} experts, top "
-                             f"{model.num_experts_per_tok}): the decoder layer simulates dense "
-                             f"FFNs only so far (kernbench alltoall runs the expert "
-                             f"dispatch's collective)")
+        """The shapes of a :class:`kernbench.models.ModelConfig` (a MoE model's F is one
+        expert's FFN width; top-k defaults to 2, transformers' Mixtral default)."""
         return cls(layers or model.num_hidden_layers, model.hidden_size,
                    model.num_attention_heads, model.num_key_value_heads, model.head_dim,
                    model.intermediate_size, model.vocab_size, float(model.rope_theta),
-                   float(model.rms_norm_eps))
+                   float(model.rms_norm_eps), model.num_local_experts,
+                   model.num_experts_per_tok or (min(2, model.num_local_experts)
+                                                 if model.num_local_experts else None))
 
 
 @dataclass(frozen=True)

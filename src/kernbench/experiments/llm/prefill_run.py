@@ -135,8 +135,8 @@ class PrefillLayer(DecodeLayer):
     """The decode layer's projections over S rows, with ring attention between them."""
 
     def __init__(self, ctx, all_reduce, place, dims, S: int, ring: RingAttention,
-                 use_queues=None) -> None:
-        super().__init__(ctx, all_reduce, place, dims, S, S, use_queues=use_queues)
+                 use_queues=None, moe=None) -> None:
+        super().__init__(ctx, all_reduce, place, dims, S, S, use_queues=use_queues, moe=moe)
         self.ring = ring
         self.into, self.back = ring.plans(self.qk, self.v, self.o)
         cos = sin = None

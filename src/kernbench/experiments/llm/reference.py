@@ -69,4 +69,21 @@ def layer(x: np.ndarray, w: dict, dims, positions: np.ndarray, cache=None) -> np
             a[u:u + 1] = _attend(q[u:u + 1], keys, vals, np.ones((1, keys.shape[0]), bool))
     h = x + a.reshape(T, dims.Hq * d) @ f["wo"]
     m = rmsnorm(h, f["ffn_norm"], dims.eps)
-    return h + (silu(m @ f["w_gate"]) * (m @ f["w_up"])) @ f["w_down"]
+    if "router" not in f:
+        return h + (silu(m @ f["w_gate"]) * (m @ f["w_up"])) @ f["w_down"]
+    return h + moe_ffn(m, f, dims.experts, dims.top_k)
+
+
+def moe_ffn(m: np.ndarray, f: dict, experts: int, k: int) -> np.ndarray:
+    """sum over each token's k largest router logits (ties to the lower expert) of the
+    softmax of those k logits times that expert's SwiGLU."""
+    logits = m @ f["router"]
+    out = np.zeros_like(m)
+    for t in range(m.shape[0]):
+        chosen = sorted(range(experts), key=lambda e: (-logits[t, e], e))[:k]
+        z = np.exp(logits[t, chosen] - logits[t, chosen].max())
+        for e, w in zip(chosen, z / z.sum(), strict=True):
+            v = m[t:t + 1]
+            ffn = (silu(v @ f[f"e{e}.w_gate"]) * (v @ f[f"e{e}.w_up"])) @ f[f"e{e}.w_down"]
+            out[t] += w * ffn[0]
+    return out

@@ -17,10 +17,11 @@ import numpy as np
 from kernbench.components.builtin.pe_ipcq import queue_sets, use_queue_sets
 from kernbench.errors import UsageError
 from kernbench.experiments.llm import analytic
-from kernbench.experiments.llm.layer_run import PHASES, DecodeLayer, LayerWeights, ptr, row_block
+from kernbench.experiments.llm.layer_run import PHASES, DecodeLayer, LayerWeights, row_block
 from kernbench.experiments.llm.mapping import Dims, build
+from kernbench.experiments.llm.moe_run import MoeSettings, check_settings
 from kernbench.experiments.llm.reference import rope_angles
-from kernbench.experiments.llm.tensors import Placer
+from kernbench.experiments.llm.tensors import Placer, ptr
 from kernbench.geometry.groups import reduce_tables
 from kernbench.kernels.decoder import embed, lm_head
 from kernbench.kernels.per_rank import per_rank
@@ -181,11 +182,12 @@ def _run_layers(st: _Step, layer, n: int, caches) -> list[dict]:
 def run_decode_step(graph, dims: Dims, users: int, context: int, *, layers: int | None = None,
                     tp: int | None = None, data: bool = False, seed: int = 0,
                     model: str = "", algorithm: str = "lrab_hierarchical",
-                    keep_records: bool = False) -> StepRun:
+                    keep_records: bool = False, moe: MoeSettings | None = None) -> StepRun:
     """Simulate one decode step of ``dims`` (``layers`` of its layers, default all)."""
     _positive("batch", users)
     _positive("context", context)
     n = _layers(dims, layers)
+    moe = check_settings(moe, dims)
     st = _Step(graph, dims, users, np.full(users, context), tp, data, seed, algorithm,
                keep_records)
     st.install_attention(reduce_tables(list(st.mapping.groups)), 4,
@@ -194,15 +196,15 @@ def run_decode_step(graph, dims: Dims, users: int, context: int, *, layers: int 
     if data:
         st.arrays["x"] = st.read_x()
     layer = DecodeLayer(st.ctx, st._all_reduce, st.place, dims, users, context,
-                        use_queues=st.use_queues)
+                        use_queues=st.use_queues, moe=moe)
     spans = _run_layers(st, layer, n, lambda l: layer.caches(l, st.rng))
     head_ns = st.head(users)
     m = st.mapping
-    predicted = analytic.step(graph.spec, dims, m,
-                              analytic.decode_layer(graph.spec, dims, m, users, context),
-                              users, users, st.collectives)
+    predicted = analytic.step(graph.spec, dims, m, _moe_ops(
+        layer, analytic.decode_layer(graph.spec, dims, m, users, context)),
+        users, users, st.collectives)
     record = _record(st, spans, (embed_ns, head_ns), model, graph.spec, predicted,
-                     {"phase": "decode", "batch": users, "context": context},
+                     {"phase": "decode", "batch": users, "context": context, **_moe(layer)},
                      lambda ns: {"tpot_ms": ns / 1e6, "tokens_per_s_user": 1e9 / ns,
                                  "tokens_per_s_system": users * 1e9 / ns})
     return StepRun(record, st.arrays, st.engine)
@@ -211,7 +213,7 @@ def run_decode_step(graph, dims: Dims, users: int, context: int, *, layers: int 
 def run_prefill_step(graph, dims: Dims, batch: int, context: int, *,
                      layers: int | None = None, tp: int | None = None, data: bool = False,
                      seed: int = 0, model: str = "", algorithm: str = "lrab_hierarchical",
-                     keep_records: bool = False) -> StepRun:
+                     keep_records: bool = False, moe: MoeSettings | None = None) -> StepRun:
     """Simulate the prefill of one prompt of ``context`` tokens up to its first output
     token (TTFT): embedding, ``layers`` layers over every token, the LM head on the last."""
     from kernbench.experiments.llm.prefill_run import PrefillLayer, RingAttention
@@ -220,6 +222,7 @@ def run_prefill_step(graph, dims: Dims, batch: int, context: int, *,
         raise UsageError(f"--batch {batch}: a prefill step runs one prompt (batch 1)")
     _positive("context", context)
     n = _layers(dims, layers)
+    moe = check_settings(moe, dims)
     st = _Step(graph, dims, context, np.arange(context), tp, data, seed, algorithm,
                keep_records)
     ring = RingAttention(st.ctx, st.mapping, dims, context, data)
@@ -228,18 +231,30 @@ def run_prefill_step(graph, dims: Dims, batch: int, context: int, *,
     if data:
         st.arrays["x"] = st.read_x()
     layer = PrefillLayer(st.ctx, st._all_reduce, st.place, dims, context, ring,
-                         use_queues=st.use_queues)
+                         use_queues=st.use_queues, moe=moe)
     spans = _run_layers(st, layer, n, None)
     head_ns = st.head(1)
     m = st.mapping
-    predicted = analytic.step(graph.spec, dims, m,
-                              analytic.prefill_layer(graph.spec, dims, m, context),
-                              context, 1, st.collectives)
+    predicted = analytic.step(graph.spec, dims, m, _moe_ops(
+        layer, analytic.prefill_layer(graph.spec, dims, m, context)),
+        context, 1, st.collectives)
     record = _record(st, spans, (embed_ns, head_ns), model, graph.spec, predicted,
                      {"phase": "prefill", "batch": 1, "context": context,
-                      "attention": ring.layout()},
+                      "attention": ring.layout(), **_moe(layer)},
                      lambda ns: {"ttft_ms": ns / 1e6, "prefill_tokens_per_s": context * 1e9 / ns})
     return StepRun(record, st.arrays, st.engine)
+
+
+def _moe_ops(layer, ops: dict) -> dict:
+    """A MoE layer's FFN bound from the routing its last layer ran with."""
+    if layer.moe is None:
+        return ops
+    return {**ops, "ffn": analytic.moe_ffn_ns(layer.ctx.spec, layer.dims, layer.m, layer.T,
+                                              layer.moe.counts)}
+
+
+def _moe(layer) -> dict:
+    return {} if layer.moe is None else {"moe": layer.moe.record(layer.dims)}
 
 
 def _record(st: _Step, spans: list, ends: tuple[float, float], model: str, spec,
@@ -252,7 +267,10 @@ def _record(st: _Step, spans: list, ends: tuple[float, float], model: str, spec,
     last = spans[-1]
     later = totals[1:]
     spread = (max(later) - min(later)) / max(later) if len(later) > 1 else None
-    step_ns = embed_ns + sum(totals) + (dims.layers - len(spans)) * totals[-1] + head_ns
+    # the layers left out count as the last one; a MoE layer's time follows its routing,
+    # a new draw per layer, so they count as the mean of the layers after the first
+    rest = totals[-1] if dims.experts is None or len(later) < 1 else sum(later) / len(later)
+    step_ns = embed_ns + sum(totals) + (dims.layers - len(spans)) * rest + head_ns
     return {
         "model": model, "topology": spec.name, "links": spec.sharing, **point,
         "layers": dims.layers,
@@ -261,6 +279,7 @@ def _record(st: _Step, spans: list, ends: tuple[float, float], model: str, spec,
         "layer_ns": {p: last[p] for p in PHASES},
         "exposed_comm_ns": analytic.exposed(last),
         "simulated_layer_totals_ns": totals, "layer_spread": spread,
+        "unsimulated_layer_ns": rest,
         "embedding_ns": embed_ns, "lm_head_ns": head_ns, "step_ns": step_ns, **rates(step_ns),
         "analytic": predicted, "analytic_error": (step_ns - predicted["step_ns"])
         / predicted["step_ns"],

@@ -16,6 +16,12 @@ from kernbench.policy.placement import DPPolicy
 F16 = np.float16
 
 
+def ptr(tensors: dict, r) -> int:
+    """The VA of rank ``r``'s shard of a {sip: tensor} set."""
+    sip, cube, pe = r
+    return tensors[sip].ptr(cube, pe, sip)
+
+
 class Placer:
     """Creates the layer's tensors on one context, following one mapping."""
 

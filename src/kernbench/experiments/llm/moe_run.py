@@ -1,0 +1,145 @@
+"""The mixture-of-experts FFN of a decoder layer, tensor-parallel (``kernels.moe``).
+
+Every rank holds the router (replicated) and its ``F / tp`` columns of every expert
+(gate and up by columns, down by rows), so the experts' outputs meet in the layer's
+all-reduce as the dense FFN's do. The router runs on every rank; the host then takes
+the routing: from the router's logits in data mode (``models.routing.top_k``), from a
+seeded Zipf law in timing mode (``sample_routes``), either way bounded by the capacity
+factor (``apply_capacity``, dropped assignments counted). Design: docs/adr/0044.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from kernbench.errors import UsageError
+from kernbench.experiments.llm.tensors import ptr
+from kernbench.kernels.moe import moe_experts, moe_router
+from kernbench.kernels.per_rank import per_rank
+from kernbench.models.routing import apply_capacity, check_routing, sample_routes, top_k
+
+
+@dataclass(frozen=True)
+class MoeSettings:
+    """How tokens are routed: ``capacity_factor`` (None: the experts / top-k that drops
+    nothing, as data mode needs) and, in timing mode, the Zipf ``skew`` and ``seed``."""
+
+    capacity_factor: float | None = None
+    skew: float = 0.0
+    seed: int = 0
+
+    def factor(self, dims) -> float:
+        return self.capacity_factor if self.capacity_factor is not None else \
+            dims.experts / dims.top_k
+
+
+def _scaled(rng, shape, fan_in: int) -> np.ndarray:
+    return (rng.standard_normal(shape) / np.sqrt(fan_in)).astype(np.float16)
+
+
+class MoeWeights:
+    """The router and every expert's per-rank shards of one layer (global arrays in
+    data mode, dumped as ``router`` and ``e<e>.w_gate`` / ``w_up`` / ``w_down``)."""
+
+    def __init__(self, place, dims, l: int, rng, arrays: dict) -> None:
+        m, D, F, E = place.m, dims.D, dims.F, dims.experts
+        if place.data:
+            arrays["router"] = _scaled(rng, (D, E), D)
+            for e in range(E):
+                arrays[f"e{e}.w_gate"] = _scaled(rng, (D, F), D)
+                arrays[f"e{e}.w_up"] = _scaled(rng, (D, F), D)
+                arrays[f"e{e}.w_down"] = _scaled(rng, (F, D), F)
+        a, cf = arrays, m.ffn_cols
+        idx = {r: i for i, r in enumerate(m.ranks)}
+
+        def cols(r):
+            return slice(idx[r] * cf, (idx[r] + 1) * cf)
+
+        self.router = place.replicated(f"router{l}", a.get("router"), (D, E), "f16")
+        self.experts = [
+            (place.per_rank(f"wg{l}e{e}", (D, cf), "f16",
+                            lambda r, e=e: a[f"e{e}.w_gate"][:, cols(r)]),
+             place.per_rank(f"wu{l}e{e}", (D, cf), "f16",
+                            lambda r, e=e: a[f"e{e}.w_up"][:, cols(r)]),
+             place.per_rank(f"wd{l}e{e}", (cf, D), "f16",
+                            lambda r, e=e: a[f"e{e}.w_down"][cols(r)]))
+            for e in range(E)]
+
+
+@dataclass
+class MoeFfn:
+    """Runs the MoE FFN of each layer; ``counts`` and ``dropped`` describe the last."""
+
+    layer: object  # the DecodeLayer (context, placement, launches)
+    settings: MoeSettings
+    counts: list[int] = field(default_factory=list)  # kept assignments per expert
+    dropped: int = 0  # assignments the capacity factor dropped, over every layer
+    assignments: int = 0
+
+    def __post_init__(self) -> None:
+        lay = self.layer
+        dims, T = lay.dims, lay.T
+        check_routing(dims.experts, dims.top_k, self.settings.factor(dims), self.settings.skew)
+        self.logits = lay.place.per_rank("moe_logits", (T, dims.experts), "f32")
+        self.normed = lay.place.per_rank("moe_normed", (T, dims.D), "f16")
+        self._calls = 0
+
+    def run(self, w, h: dict, partial: dict, rows: int) -> None:
+        """partial = the experts' part of FFN(norm(h)) on every rank (+ h on the first)."""
+        lay = self.layer
+        dims, T, m = lay.dims, lay.T, lay.m
+        plan = {r: (ptr(h, r), ptr(w.ffn_norm, r), ptr(w.moe.router, r), ptr(self.logits, r),
+                    ptr(self.normed, r), T, dims.D, dims.experts, dims.eps, rows)
+                for r in m.ranks}
+        lay._launch("moe_router", moe_router, plan)
+        tokens = self._route()
+        first = m.ranks[0]
+        plan = {}
+        for r in m.ranks:
+            experts = tuple((ptr(g, r), ptr(u, r), ptr(d, r), tokens[e])
+                            for e, (g, u, d) in enumerate(w.moe.experts) if tokens[e])
+            plan[r] = (ptr(self.normed, r), ptr(h, r) if r == first else None,
+                       ptr(partial, r), T, dims.D, m.ffn_cols, experts, rows)
+        lay.ctx.wait(lay.ctx.launch("moe_experts", per_rank, moe_experts, plan,
+                                    dp=lay.place.rank_dp, sips="all"))
+
+    def _route(self) -> list[tuple]:
+        """Each expert's kept (token, weight) pairs, in token order."""
+        lay, s = self.layer, self.settings
+        dims, T = lay.dims, lay.T
+        if lay.place.data:
+            logits = lay.ctx.to_numpy(self.logits[0])[:T]
+            routes, weights = top_k(logits, dims.top_k)
+        else:
+            routes, weights = sample_routes(T, dims.experts, dims.top_k, s.skew,
+                                            s.seed + self._calls)
+        self._calls += 1
+        keep = apply_capacity(routes, dims.experts, s.factor(dims))
+        tokens: list[list] = [[] for _ in range(dims.experts)]
+        for t in range(T):
+            for j in range(dims.top_k):
+                if keep[t, j]:
+                    tokens[routes[t, j]].append((t, float(weights[t, j])))
+        self.counts = [len(x) for x in tokens]
+        self.assignments += T * dims.top_k
+        self.dropped += int((~keep).sum())
+        return [tuple(x) for x in tokens]
+
+    def record(self, dims) -> dict:
+        return {"experts": dims.experts, "top_k": dims.top_k, "parallel": "tp",
+                "capacity_factor": self.settings.factor(dims), "skew": self.settings.skew,
+                "routing": "router logits" if self.layer.place.data else "zipf",
+                "assignments": self.assignments, "dropped": self.dropped,
+                "expert_tokens": self.counts}
+
+
+def check_settings(settings: MoeSettings | None, dims) -> MoeSettings | None:
+    """The settings a dense model refuses and a MoE model defaults."""
+    if dims.experts is None:
+        if settings is not None and (settings.capacity_factor is not None or settings.skew):
+            raise UsageError("--capacity-factor and --skew apply to a mixture-of-experts "
+                             "model only")
+        return None
+    return settings or MoeSettings()

@@ -218,3 +218,65 @@ def test_cli_bad_input_is_one_line(argv, message, capsys, tmp_path, monkeypatch)
     err = capsys.readouterr().err.strip()
     assert message in err and "\n" not in err
     assert not list(tmp_path.iterdir())
+
+
+def _uneven(topology: str, algorithm: str, seed: int, pes=(0,)):
+    """An uneven all-to-all: random sizes, most pairs empty, some blocks longer than a
+    slot; every rank's output checked against the inputs' segments."""
+    rng = np.random.default_rng(seed)
+    ctx = ctx_on(topology)
+    ctx.distributed.init_process_group("ahbm", pes=pes)
+    backend = ctx.distributed.all_to_all_backend(algorithm)
+    g = backend.group
+    ranks = g.ranks()
+    sizes = {(a, b): int(rng.choice([0, 0, 0, 1, 7, 1500]))
+             for a in ranks for b in ranks}
+    n = max(max(sum(sizes[(a, b)] for b in ranks) for a in ranks),
+            max(sum(sizes[(a, b)] for a in ranks) for b in ranks), 1)
+    dp = DPPolicy(cube="row_wise", num_cubes=g.cubes, pe="row_wise", num_pes=len(g.pes))
+    ins, outs, data = {}, {}, {}
+    for sip in range(g.sips):
+        ctx.set_device(sip)
+        arr = rng.integers(-2 ** 31, 2 ** 31 - 1, g.cubes * len(g.pes) * n,
+                           dtype=np.int64).astype(np.int32)
+        ins[sip] = ctx.from_numpy(arr, dp=dp)
+        outs[sip] = ctx.from_numpy(np.zeros_like(arr), dp=dp)
+        for i, r in enumerate(ranks[sip * g.cubes * len(g.pes):(sip + 1) * g.cubes * len(g.pes)]):
+            data[r] = arr[i * n:(i + 1) * n]
+    result = backend.all_to_all_all(ins, outs, sizes)
+    got = {}
+    for sip in range(g.sips):
+        arr = ctx.to_numpy(outs[sip])
+        for i, r in enumerate(ranks[sip * g.cubes * len(g.pes):(sip + 1) * g.cubes * len(g.pes)]):
+            got[r] = arr[i * n:(i + 1) * n]
+    for dst in ranks:
+        want = []
+        for src in ranks:
+            start = sum(sizes[(src, b)] for b in ranks[:ranks.index(dst)])
+            want.append(data[src][start:start + sizes[(src, dst)]])
+        want = np.concatenate(want)
+        assert np.array_equal(got[dst][:len(want)], want), dst
+        assert not got[dst][len(want):].any()  # nothing written past the last block
+    return result
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("topology", ["small_2x2", "sips3_ring"])
+def test_uneven_blocks_land_in_source_order(topology, algorithm):
+    _uneven(topology, algorithm, 8)
+
+
+def test_uneven_blocks_with_several_pes_per_cube():
+    _uneven("small_2x3", "a2a_hierarchical", 9, pes=(0, 1))
+
+
+def test_uneven_sizes_that_do_not_fit_are_refused():
+    ctx = ctx_on("small_2x2", data=False)
+    ctx.distributed.init_process_group("ahbm")
+    backend = ctx.distributed.all_to_all_backend()
+    dp = DPPolicy(cube="row_wise", num_cubes=4)
+    t = {0: ctx.empty((4 * 8,), "f32", dp=dp)}
+    with pytest.raises(UsageError, match=r"rank \(0, 0, 0\) sends 9 and receives 0"):
+        backend.all_to_all_all(t, t, {((0, 0, 0), (0, 1, 0)): 9})
+    with pytest.raises(UsageError, match="unknown ranks"):
+        backend.all_to_all_all(t, t, {((0, 0, 0), (0, 9, 0)): 1})

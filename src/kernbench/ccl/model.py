@@ -120,14 +120,20 @@ class Costs:
 
 def evaluate(programs: dict[Coord, list], peers: dict[Coord, dict[str, Coord]], n: int,
              dtype: str, costs: Costs, buffers: dict[Coord, PhysAddr],
-             scale: bool = False, stores: dict[Coord, list] | None = None) -> dict:
+             scale: bool = False, stores: dict[Coord, list] | None = None,
+             loads: dict[Coord, int] | None = None) -> dict:
     """Play every rank's compiled program on the idle-system costs; returns the
     makespan and the time each rank entered each phase. ``stores``: the element
     counts of the runs each rank writes its output in, one store after another
-    (all-to-all), instead of one store of its whole buffer."""
+    (all-to-all), instead of one store of its whole buffer; ``loads``: the elements
+    each rank loads, when they differ (an uneven all-to-all; 0: no load)."""
     bpe = dtype_bytes(dtype)
-    clock = {r: costs.d_dma + costs.sched + costs.dma(r, buffers[r], n * bpe, False)
-             for r in programs}
+    if loads is None:
+        clock = {r: costs.d_dma + costs.sched + costs.dma(r, buffers[r], n * bpe, False)
+                 for r in programs}
+    else:
+        clock = {r: costs.d_dma + costs.sched + costs.dma(r, buffers[r], loads[r] * bpe, False)
+                 if loads[r] else 0.0 for r in programs}
     arrivals: dict[tuple, deque] = defaultdict(deque)
     cursor = {r: (0, 0) for r in programs}  # (step, op)
     marks: dict[Coord, dict[str, float]] = {r: {} for r in programs}

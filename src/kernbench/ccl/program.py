@@ -56,13 +56,15 @@ def collective_kernel(x, n, dtype, op, scale, programs, *, tl):
     tl.store(x, buf)
 
 
-def all_to_all_kernel(x_in, x_out, n, dtype, plans, *, tl):
-    """This rank's part of an all-to-all: its ``n``-element input at ``x_in`` is loaded
-    into the head of a TCM work buffer, the program sends blocks on and receives others
-    behind it, and the output at ``x_out`` is written in the plan's runs."""
-    steps, work, stores = plans[(tl.program_id(2), tl.program_id(1), tl.program_id(0))]
-    buf = tl.zeros((work,), dtype)
-    tl.load(x_in, (n,), dtype, out=tl.view(buf, 0, n))
+def all_to_all_kernel(x_in, x_out, dtype, plans, *, tl):
+    """This rank's part of an all-to-all: its input at ``x_in`` (its blocks back to
+    back) is loaded into the head of a TCM work buffer, the program sends blocks on and
+    receives others behind it, and the output at ``x_out`` is written in the plan's
+    runs."""
+    steps, work, stores, n = plans[(tl.program_id(2), tl.program_id(1), tl.program_id(0))]
+    buf = tl.zeros((max(1, work),), dtype)
+    if n:
+        tl.load(x_in, (n,), dtype, out=tl.view(buf, 0, n))
     _run_steps(tl, buf, steps, dtype, None)
     tl.mark("store")
     size = tl.element_size(dtype)

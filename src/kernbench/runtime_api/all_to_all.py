@@ -56,10 +56,12 @@ class AllToAllBackend:
     def name(self) -> str:
         return self.cfg.name
 
-    def all_to_all_all(self, inputs: dict[int, object], outputs: dict[int, object]
-                       ) -> CollectiveResult:
-        """Exchange the blocks of ``inputs`` ({sip: tensor}) into ``outputs`` (same
-        shapes and dtype)."""
+    def all_to_all_all(self, inputs: dict[int, object], outputs: dict[int, object],
+                       sizes: dict | None = None) -> CollectiveResult:
+        """Exchange the blocks of ``inputs`` ({sip: tensor}) into ``outputs``: equal
+        blocks, one per rank (``sizes`` None), or ``sizes[(src, dst)]`` elements from
+        rank ``src`` to rank ``dst`` (coordinates; absent: none), each rank's input
+        holding its blocks back to back by destination, its output by source."""
         g, ctx = self.group, self.ctx
         for what, tensors in (("input", inputs), ("output", outputs)):
             if sorted(tensors) != list(range(g.sips)):
@@ -71,24 +73,43 @@ class AllToAllBackend:
                              f"(allowed: {', '.join(DTYPES)})")
         n, buffers = rank_buffers("all_to_all", inputs, g, dtype)
         n_out, _ = rank_buffers("all_to_all", outputs, g, dtype)
-        if n_out != n:
-            raise UsageError(f"all_to_all: output shards hold {n_out} elements, inputs {n}")
-        if n % g.size:
-            raise UsageError(f"all_to_all: {n} elements per rank do not split into {g.size} "
-                             f"equal blocks (one per rank)")
-        plan = self.algorithm.plan(n // g.size)
+        plan = self._plan(n, n_out, sizes)
         piece = max(1, self.cfg.ipcq.slot_bytes // dtype_bytes(dtype))
         programs = {r: compile_program(steps, piece) for r, steps in plan.programs.items()}
-        plans = {r: (programs[r], plan.work[r], plan.stores[r]) for r in programs}
+        plans = {r: (programs[r], plan.work[r], plan.stores[r], plan.loads[r])
+                 for r in programs}
         use_queue_sets(ctx.engine, self.queue_state)
         dp = DPPolicy(cube="row_wise", num_cubes=g.cubes, pe="row_wise", num_pes=len(g.pes))
         launch = ctx.launch(f"all_to_all.{self.name}", all_to_all_kernel, PerSip(inputs),
-                            PerSip(outputs), n, dtype, plans, dp=dp, sips="all")
+                            PerSip(outputs), dtype, plans, dp=dp, sips="all")
         ctx.wait(launch)
         if self._costs is None:
             self._costs = Costs(ctx.engine, self.cfg.ipcq.tier)
         stores = {r: [length for _, _, length in plan.stores[r]] for r in programs}
-        model = evaluate(programs, self.peers, n, dtype, self._costs, buffers, False, stores)
+        model = evaluate(programs, self.peers, n, dtype, self._costs, buffers, False, stores,
+                         None if sizes is None else plan.loads)
         start = min(s for s, _ in launch.kernel_spans)
         phases = phase_times(ctx.engine, launch, model, start)
         return CollectiveResult(launch, n, dtype, "none", g.size, model["latency_ns"], phases)
+
+    def _plan(self, n: int, n_out: int, sizes: dict | None):
+        g = self.group
+        if sizes is None:
+            if n_out != n:
+                raise UsageError(f"all_to_all: output shards hold {n_out} elements, inputs {n}")
+            if n % g.size:
+                raise UsageError(f"all_to_all: {n} elements per rank do not split into "
+                                 f"{g.size} equal blocks (one per rank)")
+            return self.algorithm.plan(n // g.size)
+        ranks = g.ranks()
+        unknown = sorted(set(k for pair in sizes for k in pair) - set(ranks))
+        if unknown or any(not isinstance(v, int) or v < 0 for v in sizes.values()):
+            raise UsageError(f"all_to_all sizes: keys must be (src, dst) ranks of the group "
+                             f"and values element counts >= 0 (unknown ranks: {unknown})")
+        for r in ranks:
+            sent = sum(sizes.get((r, d), 0) for d in ranks)
+            got = sum(sizes.get((s, r), 0) for s in ranks)
+            if sent > n or got > n_out:
+                raise UsageError(f"all_to_all sizes: rank {r} sends {sent} and receives {got} "
+                                 f"elements, its shards hold {n} and {n_out}")
+        return self.algorithm.plan_sizes(lambda i, j: sizes.get((ranks[i], ranks[j]), 0))

@@ -59,22 +59,22 @@ def _layer(x, a, l, cfg, positions, cache):
     return h + _moe(_norm(h, a[f"l{l}.ffn_norm"], eps), a, l, dims.experts, dims.top_k)
 
 
-def _dump(folder, phase: str, batch: int, context: int) -> dict:
+def _dump(folder, phase: str, batch: int, context: int, parallel: str) -> dict:
     out = folder / "m.npz"
     assert main(["model", "--model", TINY, "--topology", SMALL, "--phase", phase, "--batch",
                  str(batch), "--context", str(context), "--data", "--seed", "6", "--dump",
-                 str(out)]) == 0
+                 str(out), "--moe-parallel", parallel]) == 0
     return dict(np.load(out))
 
 
-@pytest.fixture(scope="module")
-def decode_dump(tmp_path_factory):
-    return _dump(tmp_path_factory.mktemp("moe"), "decode", 3, 29)
+@pytest.fixture(scope="module", params=["tp", "ep"])
+def decode_dump(request, tmp_path_factory):
+    return _dump(tmp_path_factory.mktemp("moe"), "decode", 3, 29, request.param)
 
 
-@pytest.fixture(scope="module")
-def prefill_dump(tmp_path_factory):
-    return _dump(tmp_path_factory.mktemp("moe"), "prefill", 1, 40)
+@pytest.fixture(scope="module", params=["tp", "ep"])
+def prefill_dump(request, tmp_path_factory):
+    return _dump(tmp_path_factory.mktemp("moe"), "prefill", 1, 40, request.param)
 
 
 def _check(dump, cfg, positions, decode: bool):
@@ -154,7 +154,30 @@ def test_layers_left_out_count_as_the_mean_of_the_later_ones():
                                            + rec["lm_head_ns"])
 
 
+def test_expert_parallel_parts_dispersion_and_bound():
+    """Tokens owned in equal blocks over the ranks of two SIPs, experts 0-1 on SIP 0 and
+    2-3 on SIP 1: the share of assignments that leave their SIP, recomputed here."""
+    cfg = load_model(TINY)
+    topo = load_topology(str(ROOT / "config/topologies/default.yaml"))
+    T, seed = 16, 3
+    rec = run_decode_step(topo, Dims.of(cfg), T, 16, layers=1, tp=64, model=cfg.name,
+                          moe=MoeSettings(seed=seed, parallel="ep")).record
+    moe = rec["moe"]
+    routes, _ = sample_routes(T, 4, 2, 0.0, seed)
+    R, per_sip = 64, 32
+    away = sum((t * R // T) // per_sip != e // 2 for t in range(T) for e in routes[t])
+    assert moe["dispersion"] == pytest.approx(away / (2 * T))
+    assert moe["expert_ranks"] == 16 and moe["parallel"] == "ep"
+    parts = moe["parts_ns"]
+    assert list(parts) == ["router", "pack", "dispatch", "experts", "combine", "unpack"]
+    assert rec["layer_ns"]["ffn"] <= sum(parts.values()) <= (rec["layer_ns"]["ffn"]
+                                                              + rec["layer_ns"]["norms"])
+    assert parts["dispatch"] > 0 and parts["combine"] > 0
+    assert rec["layer_ns"]["ffn"] >= rec["analytic"]["layer_ns"]["ffn"]
+
+
 @pytest.mark.parametrize(("extra", "message"), [
+    (["--moe-parallel", "dp"], "--moe-parallel must be one of tp, ep, got 'dp'"),
     (["--capacity-factor", "0"], "capacity factor 0.0: must be a positive number"),
     (["--skew", "-0.5"], "routing skew -0.5: the Zipf exponent must be >= 0"),
     (["--skew", "1", "--data"], "--skew sets timing mode's routing"),
@@ -164,6 +187,16 @@ def test_bad_moe_options_are_one_line(extra, message, capsys):
                  "--batch", "2", "--context", "8", *extra]) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and "\n" not in err
+
+
+def test_experts_that_do_not_place_evenly_are_refused(tmp_path, capsys):
+    model = tmp_path / "three.yaml"
+    model.write_text((ROOT / "config/models/tiny-moe.yaml").read_text().replace(
+        "num_local_experts: 4", "num_local_experts: 3"))
+    assert main(["model", "--model", str(model), "--topology", SMALL, "--phase", "decode",
+                 "--batch", "2", "--context", "8", "--moe-parallel", "ep"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "3 experts do not place evenly on 32 ranks" in err and "\n" not in err
 
 
 def test_moe_options_on_a_dense_model_are_refused(capsys):

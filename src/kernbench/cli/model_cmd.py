@@ -33,6 +33,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--capacity-factor", type=float, dest="capacity_factor",
                    help="MoE: an expert takes at most factor x tokens x top-k / experts "
                         "assignments, later ones are dropped (default experts / top-k: none)")
+    p.add_argument("--moe-parallel", default="tp", dest="moe_parallel",
+                   help="MoE: tp (every rank a column slice of every expert, combined by "
+                        "the all-reduce) | ep (experts placed on rank groups, tokens "
+                        "dispatched and combined by all-to-all)")
     p.add_argument("--skew", type=float, default=0.0,
                    help="MoE, timing mode: Zipf exponent of the routing over experts "
                         "(default 0: uniform)")
@@ -85,7 +89,7 @@ def _moe_settings(args, dims):
     if args.data and args.skew:
         raise UsageError("--skew sets timing mode's routing; data mode routes by the router's "
                          "logits")
-    settings = MoeSettings(args.capacity_factor, args.skew, args.seed)
+    settings = MoeSettings(args.capacity_factor, args.skew, args.seed, args.moe_parallel)
     if dims.experts is not None:
         check_routing(dims.experts, dims.top_k, settings.factor(dims), args.skew)
     return check_settings(settings, dims)

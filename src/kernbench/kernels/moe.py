@@ -59,12 +59,66 @@ def moe_experts(normed, residual, partial, T: int, D: int, cols: int, experts: t
 def _expert(tl, normed, acc, r0: int, mine: list, D: int, cols: int, wg, wu, wd) -> None:
     """One expert on its rows of a token block, added into ``acc`` by routing weight."""
     m = len(mine)
-    rows = tl.zeros((m * D,), "f16")
-    loads = [tl.load(normed + (r0 + t) * D * F16, (D,), "f16", out=tl.view(rows, i * D, D))
-             for i, (t, _) in enumerate(mine)]
+    y = _swiglu_rows(tl, normed, [r0 + t for t, _ in mine], D, cols, wg, wu, wd)
+    flat = tl.reshape(y, (m * D,))
+    for i, (t, w) in enumerate(mine):
+        row = tl.view(acc, t * D, D)
+        tl.add(row, tl.mul(tl.view(flat, i * D, D), float(w)), out=row)
+
+
+# -- expert parallelism: rows travel to the experts and back by all-to-all ------------------
+def moe_pack(normed, send, D: int, rows: tuple, *, tl):
+    """Copy the normalised rows this rank sends, ``rows`` = token index per send row, in
+    the all-to-all's order (by destination rank), into its send buffer."""
+    for i, t in enumerate(rows):
+        with tl.scratch_scope():
+            tl.store(send + i * D * F16, tl.load(normed + t * D * F16, (D,), "f16"))
+
+
+def moe_ep_experts(recv, ret, D: int, slots: tuple, *, tl):
+    """Run each of this rank's expert slices over the rows it received: ``slots`` =
+    (w_gate, w_up, w_down, cols, ((row, weight), ...)) per slice with rows. Each result
+    row, scaled by its weight, goes to the same row of ``ret`` (the combine's input)."""
+    for wg, wu, wd, cols, rows in slots:
+        with tl.scratch_scope():
+            y = _swiglu_rows(tl, recv, [i for i, _ in rows], D, cols, wg, wu, wd)
+            flat = tl.reshape(y, (len(rows) * D,))
+            for k, (i, w) in enumerate(rows):
+                with tl.scratch_scope():
+                    scaled = tl.mul(tl.view(flat, k * D, D), float(w))
+                    out = tl.composite("math", math_op="copy", a=scaled, out_dtype="f16")
+                    tl.wait(out)
+                    tl.store(ret + i * D * F16, out)
+
+
+def moe_ep_combine(back, h, partial, T: int, D: int, owned: tuple, block: int, *, tl):
+    """partial [T, D]: zero, but for each token this rank owns, its residual plus the
+    expert rows that came back for it (``owned`` = (token, (row, ...)) pairs); the
+    all-reduce that follows then gathers every token on every rank."""
+    for r0 in range(0, T, block):
+        with tl.scratch_scope():
+            tl.store(partial + r0 * D * F16, tl.zeros((min(block, T - r0) * D,), RES))
+    for t, rows in owned:
+        with tl.scratch_scope():
+            acc = tl.zeros((D,), "f32")
+            tl.add(acc, tl.load(h + t * D * F16, (D,), RES), out=acc)
+            for i in rows:
+                tl.add(acc, tl.load(back + i * D * F16, (D,), "f16"), out=acc)
+            out = tl.composite("math", math_op="copy", a=acc, out_dtype=RES)
+            tl.wait(out)
+            tl.store(partial + t * D * F16, out)
+
+
+def _swiglu_rows(tl, src, rows: list, D: int, cols: int, wg, wu, wd):
+    """SwiGLU over ``cols`` columns of rows ``rows`` of ``src`` (f16 [*, D] in HBM): the
+    f32 result [len(rows), D]."""
+    m = len(rows)
+    buf = tl.zeros((m * D,), "f16")
+    loads = [tl.load(src + t * D * F16, (D,), "f16", out=tl.view(buf, i * D, D))
+             for i, t in enumerate(rows)]
     for h in loads:
         tl.wait(h)  # a composite's TCM operands must be finished when issued
-    x = tl.reshape(rows, (m, D))
+    x = tl.reshape(buf, (m, D))
     gate = tl.composite("gemm", a=x, b=tl.ref(wg, (D, cols), "f16"), tile_shape=STREAM,
                         out_dtype="f32", epilogue=[{"op": "silu"}])
     tl.wait(gate)
@@ -74,7 +128,4 @@ def _expert(tl, normed, acc, r0: int, mine: list, D: int, cols: int, wg, wu, wd)
     y = tl.composite("gemm", a=act, b=tl.ref(wd, (cols, D), "f16"), tile_shape=STREAM,
                      out_dtype="f32")
     tl.wait(y)
-    flat = tl.reshape(y, (m * D,))
-    for i, (t, w) in enumerate(mine):
-        row = tl.view(acc, t * D, D)
-        tl.add(row, tl.mul(tl.view(flat, i * D, D), float(w)), out=row)
+    return y

@@ -47,12 +47,21 @@ def _projections(spec, dims, m, T: int) -> dict:
             "ffn": _gemm(spec, T, D, 2 * m.ffn_cols) + _gemm(spec, T, m.ffn_cols, D)}
 
 
-def moe_ffn_ns(spec, dims, m, T: int, counts: list[int]) -> float:
-    """A rank's MoE FFN: the router over ``T`` rows, then every expert that has tokens
-    (``counts``): its columns of gate and up, and its rows of down, over those tokens."""
-    cf = m.ffn_cols
-    return _gemm(spec, T, dims.D, dims.experts) + sum(
-        _gemm(spec, n, dims.D, 2 * cf) + _gemm(spec, n, cf, dims.D) for n in counts if n)
+def moe_ffn_ns(spec, dims, m, T: int, counts: list[int], layout, moved_ns: float = 0.0
+               ) -> float:
+    """The MoE FFN: the router over ``T`` rows, then the busiest rank's expert slices
+    over the tokens routed to them (``counts`` per expert; its columns of gate and up,
+    its rows of down), plus ``moved_ns``: the all-to-alls' alpha-beta predictions
+    (expert parallelism)."""
+    cf = layout.cols
+
+    def rank_ns(idx: int) -> float:
+        experts = [layout.slot(idx, s)[0] for s in range(layout.slots)]
+        return sum(_gemm(spec, counts[e], dims.D, 2 * cf) + _gemm(spec, counts[e], cf, dims.D)
+                   for e in experts if counts[e])
+
+    ranks = range(layout.ranks) if layout.parallel == "ep" else range(1)  # tp: all alike
+    return _gemm(spec, T, dims.D, dims.experts) + max(rank_ns(i) for i in ranks) + moved_ns
 
 
 def decode_layer(spec, dims, m, T: int, S: int) -> dict:

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernbench.experiments.llm.moe_run import MoeFfn, MoeWeights
+from kernbench.experiments.llm.moe_ep import moe_ffn
+from kernbench.experiments.llm.moe_run import MoeWeights
 from kernbench.experiments.llm.tensors import Placer, ptr
 from kernbench.geometry.groups import reduce_directions, root_of
 from kernbench.kernels.attention.decode import DecodeRank, UserBlock, gqa_decode
@@ -41,7 +42,7 @@ class LayerWeights:
 
     NAMES = ("attn_norm", "wq", "wk", "wv", "wo", "ffn_norm", "w_gate", "w_up", "w_down")
 
-    def __init__(self, place: Placer, dims, l: int, rng) -> None:
+    def __init__(self, place: Placer, dims, l: int, rng, layout=None) -> None:
         m, D, d, G, F = place.m, dims.D, dims.d, dims.G, dims.F
         self.arrays: dict[str, np.ndarray] = {}
         if place.data:
@@ -84,7 +85,7 @@ class LayerWeights:
         self.wqk = place.per_rank(f"wqk{l}", (D, qk), "f16", lambda r: head_cols(r, "qk"))
         self.wv = place.per_rank(f"wv{l}", (D, v), "f16", lambda r: head_cols(r, "v"))
         self.wo = place.per_rank(f"wo{l}", (o, D), "f16", o_rows)
-        self.moe = MoeWeights(place, dims, l, rng, a) if dims.experts else None
+        self.moe = MoeWeights(place, dims, l, rng, a, layout) if dims.experts else None
         if not dims.experts:
             self.wg = place.per_rank(f"wg{l}", (D, cf), "f16", lambda r: a["w_gate"][:, cols(r)])
             self.wu = place.per_rank(f"wu{l}", (D, cf), "f16", lambda r: a["w_up"][:, cols(r)])
@@ -115,7 +116,7 @@ class DecodeLayer:
         self.v = {g.head: place.at_root(g, f"v.h{g.head}", (T, d), "f16") for g in m.groups}
         self.o = {g.head: place.at_root(g, f"o.h{g.head}", (T, G * d), "f32")
                   for g in m.groups}
-        self.moe = MoeFfn(self, moe) if dims.experts else None  # ``moe``: MoeSettings
+        self.moe = moe_ffn(self, moe) if dims.experts else None  # ``moe``: MoeSettings
 
     def caches(self, l: int, rng) -> tuple[dict, dict]:
         """Every (head, user) K^T and V of layer ``l`` (random keys and values in data

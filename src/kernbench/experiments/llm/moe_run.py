@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kernbench.errors import UsageError
+from kernbench.experiments.llm.moe_layout import ExpertLayout
 from kernbench.experiments.llm.tensors import ptr
 from kernbench.kernels.moe import moe_experts, moe_router
 from kernbench.kernels.per_rank import per_rank
@@ -29,6 +30,7 @@ class MoeSettings:
     capacity_factor: float | None = None
     skew: float = 0.0
     seed: int = 0
+    parallel: str = "tp"  # "tp": column slices of every expert; "ep": experts placed
 
     def factor(self, dims) -> float:
         return self.capacity_factor if self.capacity_factor is not None else \
@@ -40,10 +42,12 @@ def _scaled(rng, shape, fan_in: int) -> np.ndarray:
 
 
 class MoeWeights:
-    """The router and every expert's per-rank shards of one layer (global arrays in
-    data mode, dumped as ``router`` and ``e<e>.w_gate`` / ``w_up`` / ``w_down``)."""
+    """The router and each rank's expert slices of one layer (``ExpertLayout``); the
+    global arrays in data mode, dumped as ``router`` and ``e<e>.w_gate`` / ``w_up`` /
+    ``w_down``. ``slots[s]`` is the (gate, up, down) tensor set of every rank's slot
+    ``s``."""
 
-    def __init__(self, place, dims, l: int, rng, arrays: dict) -> None:
+    def __init__(self, place, dims, l: int, rng, arrays: dict, layout) -> None:
         m, D, F, E = place.m, dims.D, dims.F, dims.experts
         if place.data:
             arrays["router"] = _scaled(rng, (D, E), D)
@@ -51,21 +55,20 @@ class MoeWeights:
                 arrays[f"e{e}.w_gate"] = _scaled(rng, (D, F), D)
                 arrays[f"e{e}.w_up"] = _scaled(rng, (D, F), D)
                 arrays[f"e{e}.w_down"] = _scaled(rng, (F, D), F)
-        a, cf = arrays, m.ffn_cols
+        a, cf = arrays, layout.cols
         idx = {r: i for i, r in enumerate(m.ranks)}
 
-        def cols(r):
-            return slice(idx[r] * cf, (idx[r] + 1) * cf)
+        def piece(r, s: int, name: str):
+            e, c0 = layout.slot(idx[r], s)
+            w = a[f"e{e}.{name}"]
+            return w[c0:c0 + cf] if name == "w_down" else w[:, c0:c0 + cf]
 
         self.router = place.replicated(f"router{l}", a.get("router"), (D, E), "f16")
-        self.experts = [
-            (place.per_rank(f"wg{l}e{e}", (D, cf), "f16",
-                            lambda r, e=e: a[f"e{e}.w_gate"][:, cols(r)]),
-             place.per_rank(f"wu{l}e{e}", (D, cf), "f16",
-                            lambda r, e=e: a[f"e{e}.w_up"][:, cols(r)]),
-             place.per_rank(f"wd{l}e{e}", (cf, D), "f16",
-                            lambda r, e=e: a[f"e{e}.w_down"][cols(r)]))
-            for e in range(E)]
+        self.slots = [
+            (place.per_rank(f"wg{l}s{s}", (D, cf), "f16", lambda r, s=s: piece(r, s, "w_gate")),
+             place.per_rank(f"wu{l}s{s}", (D, cf), "f16", lambda r, s=s: piece(r, s, "w_up")),
+             place.per_rank(f"wd{l}s{s}", (cf, D), "f16", lambda r, s=s: piece(r, s, "w_down")))
+            for s in range(layout.slots)]
 
 
 @dataclass
@@ -77,11 +80,14 @@ class MoeFfn:
     counts: list[int] = field(default_factory=list)  # kept assignments per expert
     dropped: int = 0  # assignments the capacity factor dropped, over every layer
     assignments: int = 0
+    moved_ns: float = 0.0  # the last layer's all-to-alls, as their model predicts
 
     def __post_init__(self) -> None:
         lay = self.layer
         dims, T = lay.dims, lay.T
         check_routing(dims.experts, dims.top_k, self.settings.factor(dims), self.settings.skew)
+        self.layout = ExpertLayout(self.settings.parallel, dims.experts, len(lay.m.ranks),
+                                   dims.F)
         self.logits = lay.place.per_rank("moe_logits", (T, dims.experts), "f32")
         self.normed = lay.place.per_rank("moe_normed", (T, dims.D), "f16")
         self._calls = 0
@@ -99,7 +105,7 @@ class MoeFfn:
         plan = {}
         for r in m.ranks:
             experts = tuple((ptr(g, r), ptr(u, r), ptr(d, r), tokens[e])
-                            for e, (g, u, d) in enumerate(w.moe.experts) if tokens[e])
+                            for e, (g, u, d) in enumerate(w.moe.slots) if tokens[e])
             plan[r] = (ptr(self.normed, r), ptr(h, r) if r == first else None,
                        ptr(partial, r), T, dims.D, m.ffn_cols, experts, rows)
         lay.ctx.wait(lay.ctx.launch("moe_experts", per_rank, moe_experts, plan,
@@ -128,7 +134,8 @@ class MoeFfn:
         return [tuple(x) for x in tokens]
 
     def record(self, dims) -> dict:
-        return {"experts": dims.experts, "top_k": dims.top_k, "parallel": "tp",
+        return {"experts": dims.experts, "top_k": dims.top_k,
+                "parallel": self.settings.parallel, "expert_ranks": self.layout.group,
                 "capacity_factor": self.settings.factor(dims), "skew": self.settings.skew,
                 "routing": "router logits" if self.layer.place.data else "zipf",
                 "assignments": self.assignments, "dropped": self.dropped,
@@ -138,8 +145,9 @@ class MoeFfn:
 def check_settings(settings: MoeSettings | None, dims) -> MoeSettings | None:
     """The settings a dense model refuses and a MoE model defaults."""
     if dims.experts is None:
-        if settings is not None and (settings.capacity_factor is not None or settings.skew):
-            raise UsageError("--capacity-factor and --skew apply to a mixture-of-experts "
-                             "model only")
+        if settings is not None and (settings.capacity_factor is not None or settings.skew
+                                     or settings.parallel != "tp"):
+            raise UsageError("--capacity-factor, --skew and --moe-parallel apply to a "
+                             "mixture-of-experts model only")
         return None
     return settings or MoeSettings()

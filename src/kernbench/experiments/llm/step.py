@@ -169,7 +169,7 @@ def _run_layers(st: _Step, layer, n: int, caches) -> list[dict]:
     """Embedding, ``n`` layers and the arrays of each (data mode); the layers' spans."""
     spans = []
     for l in range(n):
-        w = LayerWeights(st.place, st.dims, l, st.rng)
+        w = LayerWeights(st.place, st.dims, l, st.rng, layer.moe.layout if layer.moe else None)
         cache, kv = caches(l) if caches else (None, {})
         for k, v in {**w.arrays, **kv}.items():
             st.arrays[f"l{l}.{k}"] = v.astype(np.float32)
@@ -249,8 +249,9 @@ def _moe_ops(layer, ops: dict) -> dict:
     """A MoE layer's FFN bound from the routing its last layer ran with."""
     if layer.moe is None:
         return ops
+    moe = layer.moe
     return {**ops, "ffn": analytic.moe_ffn_ns(layer.ctx.spec, layer.dims, layer.m, layer.T,
-                                              layer.moe.counts)}
+                                              moe.counts, moe.layout, moe.moved_ns)}
 
 
 def _moe(layer) -> dict:

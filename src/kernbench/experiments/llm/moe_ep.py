@@ -1,0 +1,143 @@
+"""The MoE FFN with expert parallelism: tokens travel to their experts and back by
+all-to-all (``ExpertLayout`` "ep"; ``moe_run`` is the tensor-parallel one).
+
+Each token has an owner rank (tokens dealt out over the ranks in equal blocks). After
+the router (on every rank, as in ``tp``) and the host's routing, a layer runs:
+
+1. ``pack``: each owner copies the normalised rows it sends into its send buffer, by
+   destination: a row per (token, expert, rank holding a slice of that expert);
+2. ``dispatch``: an uneven all-to-all carries them (``AllToAllBackend``, sizes from
+   the routing);
+3. ``experts``: each rank runs its expert slices over the rows it received and scales
+   them by their routing weights, in the order they came;
+4. ``combine``: the transposed all-to-all brings every result row back to its owner;
+5. ``unpack``: each owner adds its tokens' rows to their residual; the layer's
+   ``allreduce_ffn`` then gathers every token on every rank (the others write zeros).
+"""
+
+from __future__ import annotations
+
+from kernbench.experiments.llm.moe_run import MoeFfn
+from kernbench.experiments.llm.tensors import ptr
+from kernbench.kernels.moe import moe_ep_combine, moe_ep_experts, moe_pack, moe_router
+from kernbench.kernels.per_rank import per_rank
+from kernbench.runtime_api.all_to_all import AllToAllBackend
+
+ZERO_BYTES = 256 * 1024  # rows of zeros the unpack writes at a time
+PARTS = ("router", "pack", "dispatch", "experts", "combine", "unpack")
+
+
+def moe_ffn(layer, settings) -> MoeFfn:
+    """The MoE FFN of ``settings.parallel``."""
+    return (EpMoeFfn if settings.parallel == "ep" else MoeFfn)(layer, settings)
+
+
+class EpMoeFfn(MoeFfn):
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        lay = self.layer
+        ranks = lay.m.ranks
+        T, R = lay.T, len(ranks)
+        self.owner = [ranks[t * R // T] for t in range(T)]
+        self.a2a = AllToAllBackend(lay.ctx, pes=tuple(range(lay.m.k)))
+        self.parts: dict[str, float] = {}
+        self.away = self.kept = 0  # kept assignments whose expert is on another SIP; all
+        rows = T * lay.dims.top_k * self.layout.group  # at most, on one rank
+        self.bufs = {name: lay.place.per_rank(f"moe_{name}", (rows * lay.dims.D,), "f16")
+                     for name in ("send", "recv", "ret", "back")}
+
+    def run(self, w, h: dict, partial: dict, rows: int) -> None:
+        lay = self.layer
+        dims, m, D = lay.dims, lay.m, lay.dims.D
+        env = lay.ctx.engine.env
+        stamps = [env.now]
+        self._launch("moe_router", moe_router, {
+            r: (ptr(h, r), ptr(w.ffn_norm, r), ptr(w.moe.router, r), ptr(self.logits, r),
+                ptr(self.normed, r), lay.T, D, dims.experts, dims.eps, rows) for r in m.ranks})
+        lists = self._lists(self._route())
+        stamps.append(env.now)
+        self._launch("moe_pack", moe_pack, {
+            r: (ptr(self.normed, r), ptr(self.bufs["send"], r), D,
+                tuple(t for t, _, _ in lists[r]["send"])) for r in m.ranks})
+        stamps.append(env.now)
+        sizes = {k: n * D for k, n in self._counts(lists).items()}
+        dispatch = self.a2a.all_to_all_all(self.bufs["send"], self.bufs["recv"], sizes)
+        stamps.append(env.now)
+        self._launch("moe_ep_experts", moe_ep_experts, {
+            r: (ptr(self.bufs["recv"], r), ptr(self.bufs["ret"], r), D,
+                self._slots(w, r, lists[r]["recv"])) for r in m.ranks})
+        stamps.append(env.now)
+        combine = self.a2a.all_to_all_all(self.bufs["ret"], self.bufs["back"],
+                                          {(b, a): n for (a, b), n in sizes.items()})
+        self.moved_ns = dispatch.predicted_ns + combine.predicted_ns
+        stamps.append(env.now)
+        block = max(1, ZERO_BYTES // (D * 2))
+        self._launch("moe_ep_combine", moe_ep_combine, {
+            r: (ptr(self.bufs["back"], r), ptr(h, r), ptr(partial, r), lay.T, D,
+                lists[r]["owned"], block) for r in m.ranks})
+        stamps.append(env.now)
+        self.parts = {name: b - a for name, a, b in zip(PARTS, stamps[:-1], stamps[1:],
+                                                         strict=True)}
+
+    def _launch(self, name: str, fn, plan: dict) -> None:
+        lay = self.layer
+        lay.ctx.wait(lay.ctx.launch(name, per_rank, fn, plan, dp=lay.place.rank_dp,
+                                    sips="all"))
+
+    def _lists(self, tokens: list[tuple]) -> dict:
+        """Per rank: the rows it sends (token, expert, destination) in all-to-all order,
+        the rows it receives (source, token, expert, weight) in arrival order, and the
+        combine's rows for each token it owns."""
+        ranks = self.layer.m.ranks
+        index = {r: i for i, r in enumerate(ranks)}
+        out = {r: {"send": [], "recv": [], "owned": {}} for r in ranks}
+        for e, pairs in enumerate(tokens):
+            for t, w in pairs:
+                for q in self.layout.members(e):
+                    out[self.owner[t]]["send"].append((t, e, ranks[q], w))
+        for r in ranks:
+            out[r]["send"].sort(key=lambda x: (index[x[2]], x[0], x[1]))
+        for o in ranks:  # arrivals come by source rank, each source's rows in its order
+            for t, e, q, w in out[o]["send"]:
+                out[q]["recv"].append((o, t, e, w))
+        away = sum(1 for o in ranks for _, e, q, _ in out[o]["send"]
+                   if q == ranks[self.layout.members(e)[0]] and q[0] != o[0])
+        kept = sum(len(x) for x in tokens)
+        self.away += away
+        self.kept += kept
+        for r in ranks:
+            out[r]["send"] = [(t, e, q) for t, e, q, _ in out[r]["send"]]
+        for o in ranks:  # the combine returns each row to its owner, by source rank
+            rows: dict[int, list[int]] = {}
+            arrivals = sorted(((q, t, e) for q in ranks for src, t, e, _ in out[q]["recv"]
+                               if src == o), key=lambda x: index[x[0]])
+            for i, (_, t, _) in enumerate(arrivals):
+                rows.setdefault(t, []).append(i)
+            out[o]["owned"] = tuple(sorted((t, tuple(v)) for t, v in rows.items()))
+        for t in range(self.layer.T):  # an owner whose token lost every expert keeps it
+            o = self.owner[t]
+            if all(t != x for x, _ in out[o]["owned"]):
+                out[o]["owned"] = tuple(sorted((*out[o]["owned"], (t, ()))))
+        return out
+
+    def _counts(self, lists: dict) -> dict:
+        counts: dict = {}
+        for o, x in lists.items():
+            for _, _, q in x["send"]:
+                counts[(o, q)] = counts.get((o, q), 0) + 1
+        return counts
+
+    def _slots(self, w, r, recv: list) -> tuple:
+        """This rank's expert slices with the rows (index, weight) each takes."""
+        idx = self.layer.m.ranks.index(r)
+        out = []
+        for s, (g, u, d) in enumerate(w.moe.slots):
+            e, _ = self.layout.slot(idx, s)
+            rows = tuple((i, wt) for i, (_, _, ee, wt) in enumerate(recv) if ee == e)
+            if rows:
+                out.append((ptr(g, r), ptr(u, r), ptr(d, r), self.layout.cols, rows))
+        return tuple(out)
+
+    def record(self, dims) -> dict:
+        return {**super().record(dims), "parts_ns": self.parts,
+                "dispersion": self.away / self.kept if self.kept else 0.0}

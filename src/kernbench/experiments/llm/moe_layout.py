@@ -1,0 +1,70 @@
+"""Where a MoE layer's experts live: every rank a column slice of every expert (``tp``),
+or each expert whole on a group of ranks that split its columns (``ep``: expert
+parallelism; with more experts than ranks each rank holds several whole ones).
+
+Ranks are the layer's tensor-parallel ranks in (SIP, CUBE, PE) order, so an expert's
+group is consecutive PEs of one CUBE row of CUBEs of one SIP: experts are dealt to
+SIPs, then CUBEs, in equal blocks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kernbench.errors import UsageError
+
+PARALLEL = ("tp", "ep")
+
+
+@dataclass(frozen=True)
+class ExpertLayout:
+    parallel: str
+    experts: int
+    ranks: int
+    F: int  # one expert's FFN width
+
+    def __post_init__(self) -> None:
+        if self.parallel not in PARALLEL:
+            raise UsageError(f"--moe-parallel must be one of {', '.join(PARALLEL)}, "
+                             f"got {self.parallel!r}")
+        E, R = self.experts, self.ranks
+        if self.parallel == "ep" and (E % R if E > R else R % E):
+            raise UsageError(f"expert parallelism: {E} experts do not place evenly on {R} "
+                             f"ranks (one expert per group of R/E ranks, or E/R per rank)")
+        if self.F % self.group:
+            raise UsageError(f"{self.parallel}: an expert's {self.F} FFN columns do not split "
+                             f"over its {self.group} ranks")
+
+    @property
+    def group(self) -> int:
+        """Ranks one expert spans (its columns split among them)."""
+        if self.parallel == "tp":
+            return self.ranks
+        return self.ranks // self.experts if self.experts <= self.ranks else 1
+
+    @property
+    def slots(self) -> int:
+        """Experts (column slices) each rank holds."""
+        if self.parallel == "tp":
+            return self.experts
+        return self.experts // self.ranks if self.experts > self.ranks else 1
+
+    @property
+    def cols(self) -> int:
+        return self.F // self.group
+
+    def slot(self, rank: int, s: int) -> tuple[int, int]:
+        """(expert, first column) of rank ``rank``'s slot ``s``."""
+        if self.parallel == "tp":
+            return s, rank * self.cols
+        if self.experts > self.ranks:
+            return rank * self.slots + s, 0
+        return rank // self.group, (rank % self.group) * self.cols
+
+    def members(self, expert: int) -> range:
+        """The ranks (indices) holding a slice of ``expert``."""
+        if self.parallel == "tp":
+            return range(self.ranks)
+        if self.experts > self.ranks:
+            return range(expert // self.slots, expert // self.slots + 1)
+        return range(expert * self.group, (expert + 1) * self.group)

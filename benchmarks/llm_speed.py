@@ -14,7 +14,10 @@ Workloads (timing mode, one process, one core):
 - ``decode_tiny``: the two-layer tiny-gqa model on small_2x2 (the smoke study's size);
 - ``prefill_8b``: Llama 3 8B on the default topology, one 256-token prompt, one layer
   simulated (the default study's longest prefill point);
-- ``prefill_tiny``: the tiny model's two layers over a 300-token prompt.
+- ``prefill_tiny``: the tiny model's two layers over a 300-token prompt;
+- ``decode_mixtral_tp`` / ``decode_mixtral_ep``: Mixtral 8x7B (32 layers, 8 experts,
+  top 2) on the default topology, batch 16, context 4K, FIFO links, two layers
+  simulated, experts tensor- or expert-parallel (the MoE issue's target: <= 60 s).
 
 Each reports wall seconds, the simulated step (TPOT or TTFT), the spread of the
 simulated layers after the first, and the bare SimPy events per second of the same run
@@ -31,6 +34,7 @@ from pathlib import Path
 import workload_report
 
 from kernbench.experiments.llm.mapping import Dims
+from kernbench.experiments.llm.moe_run import MoeSettings
 from kernbench.experiments.llm.study import step_function
 from kernbench.models import load_model
 from kernbench.topology import load_topology
@@ -47,15 +51,20 @@ WORKLOADS = {  # name: (model, topology, phase, batch, context, simulated layers
     "decode_tiny": (TINY, "small_2x2", "decode", 2, 64, 2),
     "prefill_8b": ("llama3-8b", "default", "prefill", 1, 256, 1),
     "prefill_tiny": (TINY, "small_2x2", "prefill", 1, 300, 2),
+    "decode_mixtral_tp": ("mixtral-8x7b", "default", "decode", 16, 4096, 2, FIFO,
+                          MoeSettings(parallel="tp")),
+    "decode_mixtral_ep": ("mixtral-8x7b", "default", "decode", 16, 4096, 2, FIFO,
+                          MoeSettings(parallel="ep")),
 }
 
 
 def measure(name: str) -> dict:
-    model, topology, phase, batch, context, layers, *overrides = WORKLOADS[name]
-    graph = load_topology(TOPOLOGIES / f"{topology}.yaml", *overrides)
+    model, topology, phase, batch, context, layers, *extra = WORKLOADS[name]
+    graph = load_topology(TOPOLOGIES / f"{topology}.yaml", *extra[:1])
     dims = Dims.of(load_model(model))
+    moe = {"moe": extra[1]} if len(extra) > 1 else {}
     t0 = time.perf_counter()
-    rec = step_function(phase)(graph, dims, batch, context, layers=layers).record
+    rec = step_function(phase)(graph, dims, batch, context, layers=layers, **moe).record
     wall = time.perf_counter() - t0
     return {"phase": phase, "wall_s": round(wall, 2), "step_ns": rec["step_ns"],
             "layers": rec["layers"], "simulated_layers": rec["simulated_layers"],

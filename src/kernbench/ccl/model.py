@@ -128,12 +128,7 @@ def evaluate(programs: dict[Coord, list], peers: dict[Coord, dict[str, Coord]], 
     (all-to-all), instead of one store of its whole buffer; ``loads``: the elements
     each rank loads, when they differ (an uneven all-to-all; 0: no load)."""
     bpe = dtype_bytes(dtype)
-    if loads is None:
-        clock = {r: costs.d_dma + costs.sched + costs.dma(r, buffers[r], n * bpe, False)
-                 for r in programs}
-    else:
-        clock = {r: costs.d_dma + costs.sched + costs.dma(r, buffers[r], loads[r] * bpe, False)
-                 if loads[r] else 0.0 for r in programs}
+    clock = _loaded(programs, n, bpe, costs, buffers, loads)
     arrivals: dict[tuple, deque] = defaultdict(deque)
     cursor = {r: (0, 0) for r in programs}  # (step, op)
     marks: dict[Coord, dict[str, float]] = {r: {} for r in programs}
@@ -174,6 +169,22 @@ def evaluate(programs: dict[Coord, list], peers: dict[Coord, dict[str, Coord]], 
             pending.append(r)
             if stalled > len(pending):
                 raise RuntimeError("the collective program deadlocks in the cost model")
+    end = _stored(clock, marks, n, bpe, costs, buffers, scale, stores)
+    return {"latency_ns": max(end.values()), "marks": marks, "end": end}
+
+
+def _loaded(programs, n: int, bpe: int, costs: Costs, buffers, loads) -> dict:
+    """Each rank's clock once its buffer is in TCM (``loads``: elements per rank)."""
+    if loads is None:
+        return {r: costs.d_dma + costs.sched + costs.dma(r, buffers[r], n * bpe, False)
+                for r in programs}
+    return {r: costs.d_dma + costs.sched + costs.dma(r, buffers[r], loads[r] * bpe, False)
+            if loads[r] else 0.0 for r in programs}
+
+
+def _stored(clock: dict, marks: dict, n: int, bpe: int, costs: Costs, buffers, scale: bool,
+            stores) -> dict:
+    """Each rank's end: the ``avg`` scaling, then its store (or store runs)."""
     end = {}
     for r, t in clock.items():
         if scale:
@@ -182,4 +193,4 @@ def evaluate(programs: dict[Coord, list], peers: dict[Coord, dict[str, Coord]], 
         for length in (stores[r] if stores is not None else [n]):
             t = t + costs.d_store + costs.sched + costs.dma(r, buffers[r], length * bpe, True)
         end[r] = t
-    return {"latency_ns": max(end.values()), "marks": marks, "end": end}
+    return end

@@ -86,39 +86,43 @@ class EpMoeFfn(MoeFfn):
 
     def _lists(self, tokens: list[tuple]) -> dict:
         """Per rank: the rows it sends (token, expert, destination) in all-to-all order,
-        the rows it receives (source, token, expert, weight) in arrival order, and the
-        combine's rows for each token it owns."""
+        the rows it receives (source, token, expert, weight) in arrival order, and, for
+        each token it owns, the rows of the combine's output that belong to it."""
         ranks = self.layer.m.ranks
         index = {r: i for i, r in enumerate(ranks)}
-        out = {r: {"send": [], "recv": [], "owned": {}} for r in ranks}
+        send: dict = {r: [] for r in ranks}
         for e, pairs in enumerate(tokens):
             for t, w in pairs:
                 for q in self.layout.members(e):
-                    out[self.owner[t]]["send"].append((t, e, ranks[q], w))
-        for r in ranks:
-            out[r]["send"].sort(key=lambda x: (index[x[2]], x[0], x[1]))
-        for o in ranks:  # arrivals come by source rank, each source's rows in its order
-            for t, e, q, w in out[o]["send"]:
-                out[q]["recv"].append((o, t, e, w))
-        away = sum(1 for o in ranks for _, e, q, _ in out[o]["send"]
-                   if q == ranks[self.layout.members(e)[0]] and q[0] != o[0])
-        kept = sum(len(x) for x in tokens)
-        self.away += away
-        self.kept += kept
-        for r in ranks:
-            out[r]["send"] = [(t, e, q) for t, e, q, _ in out[r]["send"]]
-        for o in ranks:  # the combine returns each row to its owner, by source rank
-            rows: dict[int, list[int]] = {}
-            arrivals = sorted(((q, t, e) for q in ranks for src, t, e, _ in out[q]["recv"]
-                               if src == o), key=lambda x: index[x[0]])
-            for i, (_, t, _) in enumerate(arrivals):
-                rows.setdefault(t, []).append(i)
-            out[o]["owned"] = tuple(sorted((t, tuple(v)) for t, v in rows.items()))
-        for t in range(self.layer.T):  # an owner whose token lost every expert keeps it
-            o = self.owner[t]
-            if all(t != x for x, _ in out[o]["owned"]):
-                out[o]["owned"] = tuple(sorted((*out[o]["owned"], (t, ()))))
-        return out
+                    send[self.owner[t]].append((t, e, ranks[q], w))
+        recv: dict = {r: [] for r in ranks}
+        for o in ranks:  # a rank's input is by destination; its output by source
+            send[o].sort(key=lambda x: (index[x[2]], x[0], x[1]))
+            for t, e, q, w in send[o]:
+                recv[q].append((o, t, e, w))
+        back: dict = {r: [] for r in ranks}  # the combine's output at each owner
+        for q in ranks:
+            for o, t, _, _ in recv[q]:
+                back[o].append(t)
+        self._count_away(send, tokens)
+        return {r: {"send": [(t, e, q) for t, e, q, _ in send[r]], "recv": recv[r],
+                    "owned": self._owned(r, back[r])} for r in ranks}
+
+    def _owned(self, r, arrived: list[int]) -> tuple:
+        """(token, rows of the combine's output) for every token ``r`` owns (a token whose
+        every assignment was dropped has none: it keeps its residual)."""
+        rows: dict[int, list[int]] = {t: [] for t in range(self.layer.T) if self.owner[t] == r}
+        for i, t in enumerate(arrived):
+            rows[t].append(i)
+        return tuple((t, tuple(v)) for t, v in sorted(rows.items()))
+
+    def _count_away(self, send: dict, tokens: list[tuple]) -> None:
+        """Kept assignments, and those whose expert is on another SIP than the owner."""
+        ranks = self.layer.m.ranks
+        first = {e: ranks[self.layout.members(e)[0]] for e in range(len(tokens))}
+        self.away += sum(1 for o, rows in send.items() for _, e, q, _ in rows
+                         if q == first[e] and q[0] != o[0])
+        self.kept += sum(len(x) for x in tokens)
 
     def _counts(self, lists: dict) -> dict:
         counts: dict = {}

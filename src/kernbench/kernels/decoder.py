@@ -18,7 +18,7 @@ ZERO_BYTES = 256 * 1024  # scratch the embedding zeroes its rows through
 STREAM = "stream"  # weight-streaming supertiles (pe.scheduler.stream_tile_kb, ADR 0041)
 
 
-def _norm_in(tl, x, norm_w, T: int, D: int, eps: float):
+def norm_in(tl, x, norm_w, T: int, D: int, eps: float):
     """The rmsnorm prologue item over x [T, D] (the residual, in HBM) and its f16 output."""
     xt = tl.load(x, (T, D), RES)
     y = tl.zeros((T, D), "f16")
@@ -36,7 +36,7 @@ def qkv_project(x, norm_w, w_qk, w_v, qk, v, T: int, D: int, qk_cols: int, v_col
     for r0 in range(0, T, rows):
         n = min(rows, T - r0)
         with tl.scratch_scope():
-            item, y = _norm_in(tl, x + r0 * D * F16, norm_w, n, D, eps)
+            item, y = norm_in(tl, x + r0 * D * F16, norm_w, n, D, eps)
             if qk_cols:
                 out = tl.composite("gemm", prologue=[item], b=tl.ref(w_qk, (D, qk_cols), "f16"),
                                    tile_shape=STREAM, out_dtype="f16")
@@ -116,7 +116,7 @@ def swiglu_ffn(h, norm_w, w_gate, w_up, w_down, partial, residual, T: int, D: in
     for r0 in range(0, T, rows):
         n = min(rows, T - r0)
         with tl.scratch_scope():
-            item, y = _norm_in(tl, h + r0 * D * F16, norm_w, n, D, eps)
+            item, y = norm_in(tl, h + r0 * D * F16, norm_w, n, D, eps)
             gate = tl.composite("gemm", prologue=[item], b=tl.ref(w_gate, (D, cols), "f16"),
                                 tile_shape=STREAM, out_dtype="f32", epilogue=[{"op": "silu"}])
             tl.wait(gate)
@@ -151,7 +151,7 @@ def lm_head(x, norm_w, w, logits, T: int, D: int, cols: int, eps: float, rows: i
     for r0 in range(0, T, rows):
         n = min(rows, T - r0)
         with tl.scratch_scope():
-            item, _ = _norm_in(tl, x + r0 * D * F16, norm_w, n, D, eps)
+            item, _ = norm_in(tl, x + r0 * D * F16, norm_w, n, D, eps)
             tl.wait(tl.composite("gemm", prologue=[item], b=tl.ref(w, (D, cols), "f16"),
                                  tile_shape=STREAM, out_ptr=logits + r0 * cols * F32,
                                  out_dtype="f32"))

@@ -15,7 +15,7 @@ Two launches with the host's routing between them (``experiments.llm.moe_run``):
 
 from __future__ import annotations
 
-from kernbench.kernels.decoder import F16, RES, STREAM, _norm_in
+from kernbench.kernels.decoder import F16, RES, STREAM, norm_in
 
 F32 = 4
 
@@ -26,7 +26,7 @@ def moe_router(h, norm_w, router, logits, normed, T: int, D: int, E: int, eps: f
     for r0 in range(0, T, rows):
         n = min(rows, T - r0)
         with tl.scratch_scope():
-            item, y = _norm_in(tl, h + r0 * D * F16, norm_w, n, D, eps)
+            item, y = norm_in(tl, h + r0 * D * F16, norm_w, n, D, eps)
             lg = tl.composite("gemm", prologue=[item], b=tl.ref(router, (D, E), "f16"),
                               tile_shape=STREAM, out_dtype="f32")
             tl.exp(lg - tl.max(lg, -1))  # the selection's softmax, on the vector engine

@@ -27,7 +27,13 @@ from kernbench.errors import KernelStateError, UsageError
 from kernbench.isa.dtypes import dtype_bytes
 from kernbench.policy.placement import DPPolicy
 from kernbench.runtime_api.all_to_all import AllToAllBackend
-from kernbench.runtime_api.group_buffers import DTYPES, CollectiveResult, phase_times, rank_buffers
+from kernbench.runtime_api.group_buffers import (
+    DTYPES,
+    CollectiveResult,
+    check_pes,
+    phase_times,
+    rank_buffers,
+)
 from kernbench.runtime_api.per_sip import PerSip
 
 __all__ = ["DTYPES", "OPS", "AhbmBackend", "CollectiveResult", "DistributedContext", "Spawner"]
@@ -51,10 +57,7 @@ class AhbmBackend:
         self.cfg = ccl_config.resolve(doc, algorithm, ipcq=ipcq, pes=pes)
         cls = ccl_config.algorithm_class(self.cfg)
         spec = ctx.spec
-        if list(self.cfg.pes) != list(range(len(self.cfg.pes))) or \
-                len(self.cfg.pes) > spec.pes_per_cube:
-            raise UsageError(f"ccl pes must be 0..k-1 with k <= {spec.pes_per_cube} "
-                             f"(the PEs of a CUBE that hold a buffer), got {list(self.cfg.pes)}")
+        check_pes(self.cfg, spec)
         self.ctx = ctx
         self.group = Group.from_spec(spec, self.cfg.pes)
         self.algorithm = cls(self.group)

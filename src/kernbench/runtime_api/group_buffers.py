@@ -28,6 +28,13 @@ class CollectiveResult:
         return self.launch.kernel_ns
 
 
+def check_pes(cfg, spec) -> None:
+    """A process group's buffer PEs must be the first k PEs of every CUBE."""
+    if list(cfg.pes) != list(range(len(cfg.pes))) or len(cfg.pes) > spec.pes_per_cube:
+        raise UsageError(f"ccl pes must be 0..k-1 with k <= {spec.pes_per_cube} "
+                         f"(the PEs of a CUBE that hold a buffer), got {list(cfg.pes)}")
+
+
 def rank_buffers(verb: str, tensors: dict, g, dtype: str) -> tuple[int, dict]:
     """(elements per rank, {rank: physical address}) of per-SIP tensors ``tensors``,
     each sharded over every CUBE and the group's PEs in equal shards of ``dtype``."""

@@ -136,7 +136,8 @@ class DecodeLayer:
         arrays = {} if kc is None else {"k_cache": kc, "v_cache": vc}
         return out, arrays
 
-    def _launch(self, name: str, fn, plan: dict, sips="all", dp=None) -> None:
+    def launch(self, name: str, fn, plan: dict, sips="all", dp=None) -> None:
+        """Launch a per-rank kernel on every rank and wait for it."""
         ctx = self.ctx
         ctx.wait(ctx.launch(name, per_rank, fn, plan, dp=dp or self.place.rank_dp, sips=sips))
 
@@ -149,7 +150,7 @@ class DecodeLayer:
                        self.qk[h].va, self.v[h].va, T, dims.D, s.qk, s.v,
                        (dims.G + 1) * dims.d, dims.d, s.qk0, s.v0, dims.eps,
                        row_block(self.ctx.spec, dims.D, s.qk))
-        self._launch("qkv", qkv_project, plan)
+        self.launch("qkv", qkv_project, plan)
 
     def _rope(self, caches: dict, angles: dict) -> None:
         dims, T, ctx = self.dims, self.T, self.ctx
@@ -216,7 +217,7 @@ class DecodeLayer:
             plan[r] = (o_ptr, ptr(w.wo, r), ptr(partial, r),
                        ptr(x, r) if r == first else None, T, s.o if s else 0,
                        dims.G * dims.d, dims.D, row_block(self.ctx.spec, dims.D, s.o if s else 0))
-        self._launch("o_proj", o_project, plan)
+        self.launch("o_proj", o_project, plan)
 
     def _ffn(self, w: LayerWeights, h: dict, partial: dict) -> None:
         dims, T = self.dims, self.T
@@ -229,7 +230,7 @@ class DecodeLayer:
                     ptr(partial, r), ptr(h, r) if r == first else None, T, dims.D,
                     self.m.ffn_cols, dims.eps, rows)
                 for r in self.m.ranks}
-        self._launch("ffn", swiglu_ffn, plan)
+        self.launch("ffn", swiglu_ffn, plan)
 
     def step(self, w: LayerWeights, caches: dict, bufs: tuple, angles: dict) -> dict:
         """Run one layer from ``bufs[0]`` (x) back into ``bufs[0]``; {phase: ns}."""

@@ -19,8 +19,7 @@ from __future__ import annotations
 
 from kernbench.experiments.llm.moe_run import MoeFfn
 from kernbench.experiments.llm.tensors import ptr
-from kernbench.kernels.moe import moe_ep_combine, moe_ep_experts, moe_pack, moe_router
-from kernbench.kernels.per_rank import per_rank
+from kernbench.kernels.moe import moe_ep_combine, moe_ep_experts, moe_pack
 from kernbench.runtime_api.all_to_all import AllToAllBackend
 
 ZERO_BYTES = 256 * 1024  # rows of zeros the unpack writes at a time
@@ -48,22 +47,19 @@ class EpMoeFfn(MoeFfn):
 
     def run(self, w, h: dict, partial: dict, rows: int) -> None:
         lay = self.layer
-        dims, m, D = lay.dims, lay.m, lay.dims.D
+        m, D = lay.m, lay.dims.D
         env = lay.ctx.engine.env
         stamps = [env.now]
-        self._launch("moe_router", moe_router, {
-            r: (ptr(h, r), ptr(w.ffn_norm, r), ptr(w.moe.router, r), ptr(self.logits, r),
-                ptr(self.normed, r), lay.T, D, dims.experts, dims.eps, rows) for r in m.ranks})
-        lists = self._lists(self._route())
+        lists = self._lists(self._router(w, h, rows))
         stamps.append(env.now)
-        self._launch("moe_pack", moe_pack, {
+        lay.launch("moe_pack", moe_pack, {
             r: (ptr(self.normed, r), ptr(self.bufs["send"], r), D,
                 tuple(t for t, _, _ in lists[r]["send"])) for r in m.ranks})
         stamps.append(env.now)
         sizes = {k: n * D for k, n in self._counts(lists).items()}
         dispatch = self.a2a.all_to_all_all(self.bufs["send"], self.bufs["recv"], sizes)
         stamps.append(env.now)
-        self._launch("moe_ep_experts", moe_ep_experts, {
+        lay.launch("moe_ep_experts", moe_ep_experts, {
             r: (ptr(self.bufs["recv"], r), ptr(self.bufs["ret"], r), D,
                 self._slots(w, r, lists[r]["recv"])) for r in m.ranks})
         stamps.append(env.now)
@@ -72,17 +68,12 @@ class EpMoeFfn(MoeFfn):
         self.moved_ns = dispatch.predicted_ns + combine.predicted_ns
         stamps.append(env.now)
         block = max(1, ZERO_BYTES // (D * 2))
-        self._launch("moe_ep_combine", moe_ep_combine, {
+        lay.launch("moe_ep_combine", moe_ep_combine, {
             r: (ptr(self.bufs["back"], r), ptr(h, r), ptr(partial, r), lay.T, D,
                 lists[r]["owned"], block) for r in m.ranks})
         stamps.append(env.now)
         self.parts = {name: b - a for name, a, b in zip(PARTS, stamps[:-1], stamps[1:],
                                                          strict=True)}
-
-    def _launch(self, name: str, fn, plan: dict) -> None:
-        lay = self.layer
-        lay.ctx.wait(lay.ctx.launch(name, per_rank, fn, plan, dp=lay.place.rank_dp,
-                                    sips="all"))
 
     def _lists(self, tokens: list[tuple]) -> dict:
         """Per rank: the rows it sends (token, expert, destination) in all-to-all order,

@@ -18,7 +18,6 @@ from kernbench.errors import UsageError
 from kernbench.experiments.llm.moe_layout import ExpertLayout
 from kernbench.experiments.llm.tensors import ptr
 from kernbench.kernels.moe import moe_experts, moe_router
-from kernbench.kernels.per_rank import per_rank
 from kernbench.models.routing import apply_capacity, check_routing, sample_routes, top_k
 
 
@@ -96,11 +95,7 @@ class MoeFfn:
         """partial = the experts' part of FFN(norm(h)) on every rank (+ h on the first)."""
         lay = self.layer
         dims, T, m = lay.dims, lay.T, lay.m
-        plan = {r: (ptr(h, r), ptr(w.ffn_norm, r), ptr(w.moe.router, r), ptr(self.logits, r),
-                    ptr(self.normed, r), T, dims.D, dims.experts, dims.eps, rows)
-                for r in m.ranks}
-        lay._launch("moe_router", moe_router, plan)
-        tokens = self._route()
+        tokens = self._router(w, h, rows)
         first = m.ranks[0]
         plan = {}
         for r in m.ranks:
@@ -108,8 +103,18 @@ class MoeFfn:
                             for e, (g, u, d) in enumerate(w.moe.slots) if tokens[e])
             plan[r] = (ptr(self.normed, r), ptr(h, r) if r == first else None,
                        ptr(partial, r), T, dims.D, m.ffn_cols, experts, rows)
-        lay.ctx.wait(lay.ctx.launch("moe_experts", per_rank, moe_experts, plan,
-                                    dp=lay.place.rank_dp, sips="all"))
+        lay.launch("moe_experts", moe_experts, plan)
+
+    def _router(self, w, h: dict, rows: int) -> list[tuple]:
+        """The router on every rank (logits and normalised rows to HBM), then the host's
+        routing: each expert's kept (token, weight) pairs."""
+        lay = self.layer
+        dims = lay.dims
+        lay.launch("moe_router", moe_router, {
+            r: (ptr(h, r), ptr(w.ffn_norm, r), ptr(w.moe.router, r), ptr(self.logits, r),
+                ptr(self.normed, r), lay.T, dims.D, dims.experts, dims.eps, rows)
+            for r in lay.m.ranks})
+        return self._route()
 
     def _route(self) -> list[tuple]:
         """Each expert's kept (token, weight) pairs, in token order."""

@@ -86,16 +86,9 @@ def _write_files(args: argparse.Namespace, r) -> None:
 
 def _document(r, check: dict | None) -> dict:
     """The run as one JSON document (``--json``)."""
-    doc = {
-        "topology": r.topology, "algorithm": r.algorithm, "ranks": r.ranks,
-        "size": r.size, "count": r.count, "type": r.dtype, "op": r.op, "buffer": r.buffer,
-        "time_us": r.time_ns / 1000, "algbw_gbs": r.algbw_gbs, "busbw_gbs": r.busbw_gbs,
-        "predicted_us": r.predicted_ns / 1000, "rel_error": r.rel_error,
-        "phases_us": {k: {"simulated": a / 1000, "predicted": b / 1000}
-                      for k, (a, b) in r.phases.items()},
-        "op_counts": {k: r.op_counts.get(k, 0) for k in ("ipcq_copy", "ipcq_send", "dma_read",
-                                                         "dma_write")},
-    }
+    from kernbench.cli.common import collective_document
+
+    doc = collective_document(r, r.ranks, op=r.op)
     if check is not None:
         doc["check"] = check
     return doc
@@ -103,18 +96,10 @@ def _document(r, check: dict | None) -> dict:
 
 def _write_report(out, args: argparse.Namespace, r, doc: dict) -> None:
     """The nccl-tests style text report."""
+    from kernbench.cli.common import write_collective_report
     from kernbench.experiments.allreduce.run import NCCL_HEADER
 
-    out.write(f"# all_reduce {r.algorithm} on {r.topology}: {r.ranks} ranks, buffers in "
-              f"{r.buffer}\n")
-    out.write("#" + NCCL_HEADER[1:] + "\n")
-    out.write(r.nccl_line() + "\n")
-    out.write("# phases (us, simulated / predicted): " + ", ".join(
-        f"{k} {a / 1000:.3f}/{b / 1000:.3f}" for k, (a, b) in r.phases.items()) + "\n")
-    out.write("# op counts: " + ", ".join(f"{k} {v}" for k, v in doc["op_counts"].items()) + "\n")
-    if "check" in doc:
-        out.write(f"# data: max |result - numpy reduction| = {doc['check']['max_abs_error']:.3g}\n")
-    if args.dump:
-        out.write(f"# arrays written to {args.dump}\n")
-    if args.trace:
-        out.write(f"# trace written to {args.trace}\n")
+    check = (f"# data: max |result - numpy reduction| = {doc['check']['max_abs_error']:.3g}"
+             if "check" in doc else None)
+    write_collective_report(out, r, NCCL_HEADER, f"# all_reduce {r.algorithm} on {r.topology}: "
+                            f"{r.ranks} ranks, buffers in {r.buffer}", check, args)

@@ -164,7 +164,9 @@ def evaluate(programs: dict[Coord, list], peers: dict[Coord, dict[str, Coord]], 
             si, oi = si + 1, 0
         cursor[r] = (si, oi)
         clock[r] = t
-        stalled = 0 if cursor[r] != start else stalled + 1
+        # only a blocked rank that moved no further counts toward a deadlock (a rank
+        # with nothing to do finishes at once and is no stall)
+        stalled = stalled + 1 if blocked and cursor[r] == start else 0
         if blocked:
             pending.append(r)
             if stalled > len(pending):

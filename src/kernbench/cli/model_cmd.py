@@ -37,6 +37,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="MoE: tp (every rank a column slice of every expert, combined by "
                         "the all-reduce) | ep (experts placed on rank groups, tokens "
                         "dispatched and combined by all-to-all)")
+    p.add_argument("--moe-all-to-all", dest="moe_all_to_all", metavar="ALGORITHM",
+                   help="MoE, --moe-parallel ep: the all-to-all algorithm of the dispatch and "
+                        "combine (default: ccl.yaml's, a2a_hierarchical)")
     p.add_argument("--skew", type=float, default=0.0,
                    help="MoE, timing mode: Zipf exponent of the routing over experts "
                         "(default 0: uniform)")
@@ -89,7 +92,11 @@ def _moe_settings(args, dims):
     if args.data and args.skew:
         raise UsageError("--skew sets timing mode's routing; data mode routes by the router's "
                          "logits")
-    settings = MoeSettings(args.capacity_factor, args.skew, args.seed, args.moe_parallel)
+    if args.moe_all_to_all is not None and args.moe_parallel != "ep":
+        raise UsageError(f"--moe-all-to-all {args.moe_all_to_all}: applies to "
+                         f"--moe-parallel ep only")
+    settings = MoeSettings(args.capacity_factor, args.skew, args.seed, args.moe_parallel,
+                           args.moe_all_to_all)
     if dims.experts is not None:
         check_routing(dims.experts, dims.top_k, settings.factor(dims), args.skew)
     return check_settings(settings, dims)

@@ -38,7 +38,7 @@ class EpMoeFfn(MoeFfn):
         ranks = lay.m.ranks
         T, R = lay.T, len(ranks)
         self.owner = [ranks[t * R // T] for t in range(T)]
-        self.a2a = AllToAllBackend(lay.ctx, pes=tuple(range(lay.m.k)))
+        self.a2a = AllToAllBackend(lay.ctx, self.settings.all_to_all, pes=tuple(range(lay.m.k)))
         self.parts: dict[str, float] = {}
         self.away = self.kept = 0  # kept assignments whose expert is on another SIP; all
         rows = T * lay.dims.top_k * self.layout.group  # at most, on one rank
@@ -134,5 +134,5 @@ class EpMoeFfn(MoeFfn):
         return tuple(out)
 
     def record(self, dims) -> dict:
-        return {**super().record(dims), "parts_ns": self.parts,
+        return {**super().record(dims), "all_to_all": self.a2a.name, "parts_ns": self.parts,
                 "dispersion": self.away / self.kept if self.kept else 0.0}

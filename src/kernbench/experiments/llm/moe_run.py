@@ -30,6 +30,7 @@ class MoeSettings:
     skew: float = 0.0
     seed: int = 0
     parallel: str = "tp"  # "tp": column slices of every expert; "ep": experts placed
+    all_to_all: str | None = None  # "ep": the all-to-all algorithm (None: ccl.yaml's default)
 
     def factor(self, dims) -> float:
         return self.capacity_factor if self.capacity_factor is not None else \

@@ -44,7 +44,12 @@ def _projections(spec, dims, m, T: int) -> dict:
     D = dims.D
     return {"norms": norms_ns(spec, dims, T), "qkv": _gemm(spec, T, D, s.qk + s.v),
             "o_proj": _gemm(spec, T, s.o, D),
-            "ffn": _gemm(spec, T, D, 2 * m.ffn_cols) + _gemm(spec, T, m.ffn_cols, D)}
+            "ffn": ffn_ns(spec, dims, m, T)}
+
+
+def ffn_ns(spec, dims, m, T: int) -> float:
+    """The dense SwiGLU FFN on one rank: its gate and up columns, then its down rows."""
+    return _gemm(spec, T, dims.D, 2 * m.ffn_cols) + _gemm(spec, T, m.ffn_cols, dims.D)
 
 
 def moe_ffn_ns(spec, dims, m, T: int, counts: list[int], layout, moved_ns: float = 0.0

@@ -18,7 +18,7 @@ import numpy as np
 
 from kernbench.experiments.llm.moe_ep import moe_ffn
 from kernbench.experiments.llm.moe_run import MoeWeights
-from kernbench.experiments.llm.tensors import Placer, ptr
+from kernbench.experiments.llm.tensors import Placer, ptr, row_block
 from kernbench.geometry.groups import reduce_directions, root_of
 from kernbench.kernels.attention.decode import DecodeRank, UserBlock, gqa_decode
 from kernbench.kernels.attention.helpers import block_len, valid_len
@@ -42,24 +42,42 @@ class LayerWeights:
 
     NAMES = ("attn_norm", "wq", "wk", "wv", "wo", "ffn_norm", "w_gate", "w_up", "w_down")
 
-    def __init__(self, place: Placer, dims, l: int, rng, layout=None) -> None:
-        m, D, d, G, F = place.m, dims.D, dims.d, dims.G, dims.F
+    def __init__(self, place: Placer, dims, l: int, rng, layout=None,
+                 attention: bool = True) -> None:
+        """``attention`` False: the FFN half's weights only (``DecodeLayer.ffn_block``)."""
+        m, D, F = place.m, dims.D, dims.F
         self.arrays: dict[str, np.ndarray] = {}
+        a = self.arrays
         if place.data:
-            a = self.arrays
             a["attn_norm"] = (1 + 0.1 * rng.standard_normal(D)).astype(np.float32)
-            a["wq"] = _scaled(rng, (D, dims.Hq * d), D)
-            a["wk"] = _scaled(rng, (D, dims.Hkv * d), D)
-            a["wv"] = _scaled(rng, (D, dims.Hkv * d), D)
-            a["wo"] = _scaled(rng, (dims.Hq * d, D), dims.Hq * d)
+            if attention:
+                a["wq"] = _scaled(rng, (D, dims.Hq * dims.d), D)
+                a["wk"] = _scaled(rng, (D, dims.Hkv * dims.d), D)
+                a["wv"] = _scaled(rng, (D, dims.Hkv * dims.d), D)
+                a["wo"] = _scaled(rng, (dims.Hq * dims.d, D), dims.Hq * dims.d)
             a["ffn_norm"] = (1 + 0.1 * rng.standard_normal(D)).astype(np.float32)
             if not dims.experts:
                 a["w_gate"], a["w_up"] = _scaled(rng, (D, F), D), _scaled(rng, (D, F), D)
                 a["w_down"] = _scaled(rng, (F, D), F)
-        a = self.arrays
-        sl = m.slices
+        if attention:
+            self._attention(place, dims, l)
+        cf = m.ffn_cols
+        idx = {r: i for i, r in enumerate(m.ranks)}
+        cols = lambda r: slice(idx[r] * cf, (idx[r] + 1) * cf)  # noqa: E731
+        self.moe = MoeWeights(place, dims, l, rng, a, layout) if dims.experts else None
+        if not dims.experts:
+            self.wg = place.per_rank(f"wg{l}", (D, cf), "f16", lambda r: a["w_gate"][:, cols(r)])
+            self.wu = place.per_rank(f"wu{l}", (D, cf), "f16", lambda r: a["w_up"][:, cols(r)])
+            self.wd = place.per_rank(f"wd{l}", (cf, D), "f16", lambda r: a["w_down"][cols(r)])
+        self.attn_norm = place.replicated(f"attn_norm{l}", a.get("attn_norm"), (D,), "f32")
+        self.ffn_norm = place.replicated(f"ffn_norm{l}", a.get("ffn_norm"), (D,), "f32")
+
+    def _attention(self, place: Placer, dims, l: int) -> None:
+        """Each rank's Q/K columns, V columns and O rows of its heads (zeros on a rank
+        without a slice)."""
+        a, sl, D, d, G = self.arrays, place.m.slices, dims.D, dims.d, dims.G
         any_slice = next(iter(sl.values()))
-        qk, v, o, cf = any_slice.qk, any_slice.v, any_slice.o, m.ffn_cols
+        qk, v, o = any_slice.qk, any_slice.v, any_slice.o
 
         def head_cols(r, which):
             s = sl.get(r)
@@ -80,25 +98,9 @@ class LayerWeights:
             base = s.group.head * G * d + s.o0
             return a["wo"][base:base + s.o]
 
-        idx = {r: i for i, r in enumerate(m.ranks)}
-        cols = lambda r: slice(idx[r] * cf, (idx[r] + 1) * cf)  # noqa: E731
         self.wqk = place.per_rank(f"wqk{l}", (D, qk), "f16", lambda r: head_cols(r, "qk"))
         self.wv = place.per_rank(f"wv{l}", (D, v), "f16", lambda r: head_cols(r, "v"))
         self.wo = place.per_rank(f"wo{l}", (o, D), "f16", o_rows)
-        self.moe = MoeWeights(place, dims, l, rng, a, layout) if dims.experts else None
-        if not dims.experts:
-            self.wg = place.per_rank(f"wg{l}", (D, cf), "f16", lambda r: a["w_gate"][:, cols(r)])
-            self.wu = place.per_rank(f"wu{l}", (D, cf), "f16", lambda r: a["w_up"][:, cols(r)])
-            self.wd = place.per_rank(f"wd{l}", (cf, D), "f16", lambda r: a["w_down"][cols(r)])
-        self.attn_norm = place.replicated(f"attn_norm{l}", a.get("attn_norm"), (D,), "f32")
-        self.ffn_norm = place.replicated(f"ffn_norm{l}", a.get("ffn_norm"), (D,), "f32")
-
-
-def row_block(spec, D: int, cols: int) -> int:
-    """Token rows a norm + projection kernel takes at once: its f32 input, squares and
-    normalised rows, the f16 operand, its outputs and a residual must fit the scratch."""
-    per_row = D * (4 + 4 + 4 + 2 + 4) + cols * (4 + 2)
-    return max(1, (spec.pe.kernel_scratch_bytes * 3 // 4 - 8 * D) // per_row)
 
 
 class DecodeLayer:
@@ -234,15 +236,26 @@ class DecodeLayer:
 
     def step(self, w: LayerWeights, caches: dict, bufs: tuple, angles: dict) -> dict:
         """Run one layer from ``bufs[0]`` (x) back into ``bufs[0]``; {phase: ns}."""
-        env = self.ctx.engine.env
         x, other = bufs
+        return self._run(
+            (("qkv", lambda: self._qkv(w, x)), ("rope", lambda: self._rope(caches, angles)),
+             ("attention", lambda: self._attention(caches)),
+             ("o_proj", lambda: self._o_proj(w, x, other)),
+             ("allreduce_attn", lambda: self.all_reduce(other)),
+             ("ffn", lambda: self._ffn(w, other, x)),
+             ("allreduce_ffn", lambda: self.all_reduce(x))))
+
+    def ffn_block(self, w: LayerWeights, bufs: tuple) -> dict:
+        """The layer's second half alone, as ``step`` runs it: ``bufs[0]`` (h) through the
+        FFN's norm, the (MoE) FFN and its all-reduce into ``bufs[1]``; {phase: ns}."""
+        h, out = bufs
+        return self._run((("ffn", lambda: self._ffn(w, h, out)),
+                          ("allreduce_ffn", lambda: self.all_reduce(out))))
+
+    def _run(self, steps) -> dict:
+        """Each (name, run) in turn, timed; the fused norms' time taken out of its step."""
+        env = self.ctx.engine.env
         spans, t = {}, env.now
-        steps = (("qkv", lambda: self._qkv(w, x)), ("rope", lambda: self._rope(caches, angles)),
-                 ("attention", lambda: self._attention(caches)),
-                 ("o_proj", lambda: self._o_proj(w, x, other)),
-                 ("allreduce_attn", lambda: self.all_reduce(other)),
-                 ("ffn", lambda: self._ffn(w, other, x)),
-                 ("allreduce_ffn", lambda: self.all_reduce(x)))
         norms = 0.0
         for name, run in steps:
             before = self._prologues() if name in FUSED_NORMS else None

@@ -18,11 +18,10 @@ the router (on every rank, as in ``tp``) and the host's routing, a layer runs:
 from __future__ import annotations
 
 from kernbench.experiments.llm.moe_run import MoeFfn
-from kernbench.experiments.llm.tensors import ptr
-from kernbench.kernels.moe import moe_ep_combine, moe_ep_experts, moe_pack
+from kernbench.experiments.llm.tensors import ptr, row_block
+from kernbench.kernels.moe import moe_expert_rows, moe_pack
 from kernbench.runtime_api.all_to_all import AllToAllBackend
 
-ZERO_BYTES = 256 * 1024  # rows of zeros the unpack writes at a time
 PARTS = ("router", "pack", "dispatch", "experts", "combine", "unpack")
 
 
@@ -59,18 +58,17 @@ class EpMoeFfn(MoeFfn):
         sizes = {k: n * D for k, n in self._counts(lists).items()}
         dispatch = self.a2a.all_to_all_all(self.bufs["send"], self.bufs["recv"], sizes)
         stamps.append(env.now)
-        lay.launch("moe_ep_experts", moe_ep_experts, {
+        block = row_block(lay.ctx.spec, D, 2 * self.layout.cols)
+        lay.launch("moe_ep_experts", moe_expert_rows, {
             r: (ptr(self.bufs["recv"], r), ptr(self.bufs["ret"], r), D,
-                self._slots(w, r, lists[r]["recv"])) for r in m.ranks})
+                self._slots(w, r, lists[r]["recv"]), block) for r in m.ranks})
         stamps.append(env.now)
         combine = self.a2a.all_to_all_all(self.bufs["ret"], self.bufs["back"],
                                           {(b, a): n for (a, b), n in sizes.items()})
         self.moved_ns = dispatch.predicted_ns + combine.predicted_ns
         stamps.append(env.now)
-        block = max(1, ZERO_BYTES // (D * 2))
-        lay.launch("moe_ep_combine", moe_ep_combine, {
-            r: (ptr(self.bufs["back"], r), ptr(h, r), ptr(partial, r), lay.T, D,
-                lists[r]["owned"], block) for r in m.ranks})
+        self.combine(self.bufs["back"], h, partial, lambda r: lists[r]["owned"],
+                     lambda r: True)
         stamps.append(env.now)
         self.parts = {name: b - a for name, a, b in zip(PARTS, stamps[:-1], stamps[1:],
                                                          strict=True)}
@@ -123,15 +121,13 @@ class EpMoeFfn(MoeFfn):
         return counts
 
     def _slots(self, w, r, recv: list) -> tuple:
-        """This rank's expert slices with the rows (index, weight) each takes."""
-        idx = self.layer.m.ranks.index(r)
-        out = []
-        for s, (g, u, d) in enumerate(w.moe.slots):
-            e, _ = self.layout.slot(idx, s)
-            rows = tuple((i, wt) for i, (_, _, ee, wt) in enumerate(recv) if ee == e)
-            if rows:
-                out.append((ptr(g, r), ptr(u, r), ptr(d, r), self.layout.cols, rows))
-        return tuple(out)
+        """This rank's expert slices with the rows (row, weight, row) each takes: a result
+        row goes where its input row was, the combine's input in the same order."""
+        by_expert: dict[int, list] = {}
+        for i, (_, _, e, wt) in enumerate(recv):
+            by_expert.setdefault(e, []).append((i, wt, i))
+        return self.slices(w, self.layer.m.ranks.index(r),
+                           lambda e: tuple(by_expert.get(e, ())))
 
     def record(self, dims) -> dict:
         return {**super().record(dims), "all_to_all": self.a2a.name, "parts_ns": self.parts,

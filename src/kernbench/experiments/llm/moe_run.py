@@ -16,9 +16,11 @@ import numpy as np
 
 from kernbench.errors import UsageError
 from kernbench.experiments.llm.moe_layout import ExpertLayout
-from kernbench.experiments.llm.tensors import ptr
-from kernbench.kernels.moe import moe_experts, moe_router
+from kernbench.experiments.llm.tensors import ptr, row_block
+from kernbench.kernels.moe import moe_combine, moe_expert_rows, moe_router
 from kernbench.models.routing import apply_capacity, check_routing, sample_routes, top_k
+
+ZERO_BYTES = 256 * 1024  # rows of zeros the combine writes at a time
 
 
 @dataclass(frozen=True)
@@ -90,21 +92,50 @@ class MoeFfn:
                                    dims.F)
         self.logits = lay.place.per_rank("moe_logits", (T, dims.experts), "f32")
         self.normed = lay.place.per_rank("moe_normed", (T, dims.D), "f16")
+        if self.settings.parallel == "tp":  # every kept assignment's result row
+            self.ret = lay.place.per_rank("moe_ret", (T * dims.top_k, dims.D), "f16")
         self._calls = 0
 
     def run(self, w, h: dict, partial: dict, rows: int) -> None:
-        """partial = the experts' part of FFN(norm(h)) on every rank (+ h on the first)."""
+        """partial = the experts' part of FFN(norm(h)) on every rank (+ h on the first):
+        each rank runs its slice of every expert over that expert's rows, then sums each
+        token's rows; the all-reduce adds the ranks' slices."""
         lay = self.layer
-        dims, T, m = lay.dims, lay.T, lay.m
+        D, m = lay.dims.D, lay.m
         tokens = self._router(w, h, rows)
-        first = m.ranks[0]
-        plan = {}
-        for r in m.ranks:
-            experts = tuple((ptr(g, r), ptr(u, r), ptr(d, r), tokens[e])
-                            for e, (g, u, d) in enumerate(w.moe.slots) if tokens[e])
-            plan[r] = (ptr(self.normed, r), ptr(h, r) if r == first else None,
-                       ptr(partial, r), T, dims.D, m.ffn_cols, experts, rows)
-        lay.launch("moe_experts", moe_experts, plan)
+        assigned, owned, k = [], {t: [] for t in range(lay.T)}, 0
+        for pairs in tokens:  # result rows in expert order, then token order
+            assigned.append(tuple((t, wt, k + i) for i, (t, wt) in enumerate(pairs)))
+            for i, (t, _) in enumerate(pairs):
+                owned[t].append(k + i)
+            k += len(pairs)
+        ranks = {r: i for i, r in enumerate(m.ranks)}
+        block = row_block(lay.ctx.spec, D, 2 * self.layout.cols)
+        lay.launch("moe_experts", moe_expert_rows, {
+            r: (ptr(self.normed, r), ptr(self.ret, r), D,
+                self.slices(w, i, lambda e: assigned[e]), block) for r, i in ranks.items()})
+        every = tuple((t, tuple(v)) for t, v in owned.items())
+        self.combine(self.ret, h, partial, lambda r: every, lambda r: r == m.ranks[0])
+
+    def combine(self, back: dict, h: dict, partial: dict, owned_of, carries) -> None:
+        """``moe_combine`` on every rank: the tokens ``owned_of(rank)`` from their rows of
+        ``back``, plus the residual where ``carries(rank)``."""
+        lay = self.layer
+        D = lay.dims.D
+        block = max(1, ZERO_BYTES // (D * 2))
+        lay.launch("moe_combine", moe_combine, {
+            r: (ptr(back, r), ptr(h, r) if carries(r) else None, ptr(partial, r), lay.T, D,
+                owned_of(r), block) for r in lay.m.ranks})
+
+    def slices(self, w, idx: int, rows_of) -> tuple:
+        """Rank ``idx``'s expert slices that have rows: (gate, up, down, cols, rows)."""
+        r = self.layer.m.ranks[idx]
+        out = []
+        for s, (g, u, d) in enumerate(w.moe.slots):
+            rows = rows_of(self.layout.slot(idx, s)[0])
+            if rows:
+                out.append((ptr(g, r), ptr(u, r), ptr(d, r), self.layout.cols, rows))
+        return tuple(out)
 
     def _router(self, w, h: dict, rows: int) -> list[tuple]:
         """The router on every rank (logits and normalised rows to HBM), then the host's

@@ -17,11 +17,11 @@ import numpy as np
 from kernbench.components.builtin.pe_ipcq import queue_sets, use_queue_sets
 from kernbench.errors import UsageError
 from kernbench.experiments.llm import analytic
-from kernbench.experiments.llm.layer_run import PHASES, DecodeLayer, LayerWeights, row_block
+from kernbench.experiments.llm.layer_run import PHASES, DecodeLayer, LayerWeights
 from kernbench.experiments.llm.mapping import Dims, build
 from kernbench.experiments.llm.moe_run import MoeSettings, check_settings
 from kernbench.experiments.llm.reference import rope_angles
-from kernbench.experiments.llm.tensors import Placer, ptr
+from kernbench.experiments.llm.tensors import Placer, ptr, row_block
 from kernbench.geometry.groups import reduce_tables
 from kernbench.kernels.decoder import embed, lm_head
 from kernbench.kernels.per_rank import per_rank

@@ -16,6 +16,13 @@ from kernbench.policy.placement import DPPolicy
 F16 = np.float16
 
 
+def row_block(spec, D: int, cols: int) -> int:
+    """Token rows a norm + projection kernel takes at once: its f32 input, squares and
+    normalised rows, the f16 operand, its outputs and a residual must fit the scratch."""
+    per_row = D * (4 + 4 + 4 + 2 + 4) + cols * (4 + 2)
+    return max(1, (spec.pe.kernel_scratch_bytes * 3 // 4 - 8 * D) // per_row)
+
+
 def ptr(tensors: dict, r) -> int:
     """The VA of rank ``r``'s shard of a {sip: tensor} set."""
     sip, cube, pe = r

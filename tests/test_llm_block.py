@@ -1,0 +1,62 @@
+"""The FFN half of a decoder layer alone (``experiments.llm.block``): equal to numpy in
+data mode (dense and MoE, both layouts), equal to the same half inside a whole step in
+timing mode, and its record."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kernbench.experiments.llm.block import run_ffn_block
+from kernbench.experiments.llm.mapping import Dims
+from kernbench.experiments.llm.moe_run import MoeSettings
+from kernbench.experiments.llm.step import run_decode_step
+from kernbench.models import load_model
+from kernbench.topology import load_topology
+
+from .conftest import ROOT
+from .test_llm_moe import _moe, _norm, _silu
+
+TINY_MOE = str(ROOT / "config/models/tiny-moe.yaml")
+TINY = str(ROOT / "config/models/tiny-gqa.yaml")
+SMALL = ROOT / "config/topologies/small_2x2.yaml"
+
+
+def _expected(run, cfg) -> np.ndarray:
+    """Two rounds of h + FFN(norm(h)) from the dumped input and weights, in float64."""
+    a, dims, eps = run.arrays, Dims.of(cfg), cfg.rms_norm_eps
+    h = a["x"].astype(np.float64)
+    for l in range(2):
+        m = _norm(h, a[f"l{l}.ffn_norm"], eps)
+        if dims.experts:
+            h = h + _moe(m, a, l, dims.experts, dims.top_k)
+        else:
+            g, u, d = (a[f"l{l}.{n}"].astype(np.float64) for n in ("w_gate", "w_up", "w_down"))
+            h = h + (_silu(m @ g) * (m @ u)) @ d
+    return h
+
+
+@pytest.mark.parametrize("model,parallel", [(TINY, "tp"), (TINY_MOE, "tp"), (TINY_MOE, "ep")])
+def test_ffn_block_equals_numpy(model, parallel):
+    cfg = load_model(model)
+    moe = MoeSettings(parallel=parallel) if parallel == "ep" else None
+    run = run_ffn_block(load_topology(SMALL), Dims.of(cfg), 6, data=True, seed=3, moe=moe)
+    want = _expected(run, cfg)
+    got = run.arrays["out"]
+    err = np.abs(got - want).max() / np.abs(want).max()
+    assert err < 1e-2, err
+
+
+def test_ffn_block_times_what_the_step_times():
+    """Timing mode, one layer: the block alone takes the step's norm, FFN and FFN
+    all-reduce spans (the step's launches each wait for the last, so the FFN half starts
+    on an idle machine)."""
+    graph = load_topology(SMALL, {"fabric.sharing": "fifo"})
+    dims = Dims.of(load_model(TINY_MOE))
+    moe = MoeSettings(parallel="ep", skew=1.0, seed=5)
+    step = run_decode_step(graph, dims, 4, 64, layers=1, moe=moe).record
+    block = run_ffn_block(graph, dims, 4, rounds=1, moe=moe).record
+    for phase in ("ffn", "allreduce_ffn"):
+        assert block["block_ns"][phase] == pytest.approx(step["layer_ns"][phase], rel=1e-9)
+    assert block["moe"]["expert_tokens"] == step["moe"]["expert_tokens"]
+    assert block["block_total_ns"] >= block["analytic"]["total_ns"]

@@ -117,7 +117,7 @@ def skewed():
 
 
 def test_dropped_assignments_follow_the_capacity_rule(skewed):
-    moe = skewed["moe"]
+    moe = skewed["mixture"]
     expect = 0
     for l in range(2):  # each layer draws its routes with the next seed
         routes, _ = sample_routes(24, 4, 2, 1.5, 11 + l)
@@ -131,7 +131,7 @@ def test_skew_piles_tokens_onto_the_first_experts():
     cfg = load_model(TINY)
     run = run_decode_step(load_topology(SMALL), Dims.of(cfg), 32, 16, layers=1,
                           model=cfg.name, moe=MoeSettings(skew=2.0, seed=1))
-    counts = run.record["moe"]["expert_tokens"]
+    counts = run.record["mixture"]["expert_tokens"]
     assert counts[0] > counts[3] and sum(counts) == 64
 
 
@@ -162,7 +162,7 @@ def test_expert_parallel_parts_dispersion_and_bound():
     T, seed = 16, 3
     rec = run_decode_step(topo, Dims.of(cfg), T, 16, layers=1, tp=32, model=cfg.name,
                           moe=MoeSettings(seed=seed, parallel="ep")).record
-    moe = rec["moe"]
+    moe = rec["mixture"]
     routes, _ = sample_routes(T, 4, 2, 0.0, seed)
     R, per_sip = 32, 16
     away = sum((t * R // T) // per_sip != e // 2 for t in range(T) for e in routes[t])
@@ -181,6 +181,11 @@ def test_expert_parallel_parts_dispersion_and_bound():
     (["--capacity-factor", "0"], "capacity factor 0.0: must be a positive number"),
     (["--skew", "-0.5"], "routing skew -0.5: the Zipf exponent must be >= 0"),
     (["--skew", "1", "--data"], "--skew sets timing mode's routing"),
+    (["--moe-parallel", "ep", "--moe-all-to-all", "ring"],
+     "--moe-all-to-all 'ring': not an all-to-all algorithm (allowed: a2a_direct, "
+     "a2a_hierarchical)"),
+    (["--moe-all-to-all", "a2a_direct"], "--moe-all-to-all a2a_direct: applies to "
+                                         "--moe-parallel ep only"),
 ])
 def test_bad_moe_options_are_one_line(extra, message, capsys):
     assert main(["model", "--model", TINY, "--topology", SMALL, "--phase", "decode",

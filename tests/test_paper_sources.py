@@ -20,6 +20,7 @@ def test_no_number_followed_by_a_unit_in_hand_written_tex():
     bad = []
     for path in _hand_written():
         for i, line in enumerate(path.read_text().splitlines(), 1):
+            line = re.sub(r"\\kbv\{[^}]*\}", r"\\kbv{}", line)  # a value's key is a name
             for m in NUMBER_UNIT.finditer(re.sub(r"(?<!\\)%.*", "", line)):  # comments out
                 bad.append(f"{path.relative_to(ROOT)}:{i}: {m.group(0)!r}")
     assert not bad, "\n".join(bad)

@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     check_output_path("--dump", args.dump)
     check_output_path("--trace", args.trace)
     graph = load_topology(resolve_topology(args.topology))
-    check_arguments(graph, args.algorithm, args.bytes_per_pe, args.dtype, args.buffer)
+    check_arguments(graph.spec, args.algorithm, args.bytes_per_pe, args.dtype, args.buffer)
     r = run_alltoall(graph, args.algorithm, args.bytes_per_pe, dtype=args.dtype,
                      buffer=args.buffer, data=args.data, seed=args.seed,
                      keep_records=bool(args.trace))

@@ -92,9 +92,16 @@ def _moe_settings(args, dims):
     if args.data and args.skew:
         raise UsageError("--skew sets timing mode's routing; data mode routes by the router's "
                          "logits")
-    if args.moe_all_to_all is not None and args.moe_parallel != "ep":
-        raise UsageError(f"--moe-all-to-all {args.moe_all_to_all}: applies to "
-                         f"--moe-parallel ep only")
+    if args.moe_all_to_all is not None:
+        from kernbench.ccl import config as ccl_config
+
+        known = ccl_config.configured_algorithms(collective="all_to_all")
+        if args.moe_all_to_all not in known:
+            raise UsageError(f"--moe-all-to-all {args.moe_all_to_all!r}: not an all-to-all "
+                             f"algorithm (allowed: {', '.join(known)})")
+        if args.moe_parallel != "ep":
+            raise UsageError(f"--moe-all-to-all {args.moe_all_to_all}: applies to "
+                             f"--moe-parallel ep only")
     settings = MoeSettings(args.capacity_factor, args.skew, args.seed, args.moe_parallel,
                            args.moe_all_to_all)
     if dims.experts is not None:
@@ -183,8 +190,8 @@ def _table(out, rec: dict) -> None:
     out.write(f"step ({what}) {rec['step_ns'] * 1e-6:.4f} ms   analytic "
               f"{rec['analytic']['step_ns'] * 1e-6:.4f} ms   error "
               f"{100 * rec['analytic_error']:+.1f} %\n")
-    if "moe" in rec:
-        moe = rec["moe"]
+    if "mixture" in rec:
+        moe = rec["mixture"]
         out.write(f"# MoE: {moe['experts']} experts, top {moe['top_k']}, {moe['parallel']}, "
                   f"routing by {moe['routing']} (skew {moe['skew']}), capacity factor "
                   f"{moe['capacity_factor']:g}: {moe['dropped']} of {moe['assignments']} "

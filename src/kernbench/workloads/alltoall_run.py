@@ -63,7 +63,7 @@ class AllToAllRun:
                 f"{self.predicted_ns / 1000:>10.3f} {100 * self.rel_error:>+7.2f}%")
 
 
-def check_arguments(graph, algorithm: str | None, bytes_per_pe: int, dtype: str, buffer: str,
+def check_arguments(spec, algorithm: str | None, bytes_per_pe: int, dtype: str, buffer: str,
                     pes=None):
     """The all-to-all's group, after refusing what cannot run (one line each)."""
     from kernbench.ccl import config as ccl_config
@@ -74,7 +74,7 @@ def check_arguments(graph, algorithm: str | None, bytes_per_pe: int, dtype: str,
     if buffer not in MEMORIES:
         raise UsageError(f"--buffer must be one of {', '.join(MEMORIES)}, got {buffer!r}")
     cfg = ccl_config.resolve(ccl_config.load(), algorithm, "all_to_all", pes=pes)
-    group = Group.from_spec(graph.spec, cfg.pes)
+    group = Group.from_spec(spec, cfg.pes)
     unit = group.size * dtype_bytes(dtype)
     if bytes_per_pe < unit or bytes_per_pe % unit:
         raise UsageError(f"--bytes-per-pe {bytes_per_pe}: must be a positive multiple of "
@@ -92,7 +92,7 @@ def run_alltoall(graph, algorithm: str | None, bytes_per_pe: int, *, dtype: str 
                  buffer: str = "hbm", data: bool = False, seed: int = 0, pes=None,
                  keep_records: bool = False) -> AllToAllRun:
     """One all-to-all on a fresh engine."""
-    g = check_arguments(graph, algorithm, bytes_per_pe, dtype, buffer, pes)
+    g = check_arguments(graph.spec, algorithm, bytes_per_pe, dtype, buffer, pes)
     engine = GraphEngine(graph, enable_data=data, keep_records=keep_records)
     ctx = RuntimeContext(engine)
     ctx.distributed.init_process_group("ahbm", pes=pes)

@@ -74,5 +74,5 @@ def _record(st: _Step, layer, spans: list[dict], model: str, spec) -> dict:
            "analytic": {"block_ns": ops, "total_ns": predicted},
            "analytic_error": (total - predicted) / predicted}
     if layer.moe is not None:
-        rec["moe"] = layer.moe.record(dims)
+        rec["mixture"] = layer.moe.record(dims)
     return rec

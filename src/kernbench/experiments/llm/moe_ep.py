@@ -17,8 +17,8 @@ the router (on every rank, as in ``tp``) and the host's routing, a layer runs:
 
 from __future__ import annotations
 
-from kernbench.experiments.llm.moe_run import MoeFfn
-from kernbench.experiments.llm.tensors import ptr, row_block
+from kernbench.experiments.llm.moe_run import MoeFfn, expert_rows
+from kernbench.experiments.llm.tensors import ptr
 from kernbench.kernels.moe import moe_expert_rows, moe_pack
 from kernbench.runtime_api.all_to_all import AllToAllBackend
 
@@ -58,7 +58,7 @@ class EpMoeFfn(MoeFfn):
         sizes = {k: n * D for k, n in self._counts(lists).items()}
         dispatch = self.a2a.all_to_all_all(self.bufs["send"], self.bufs["recv"], sizes)
         stamps.append(env.now)
-        block = row_block(lay.ctx.spec, D, 2 * self.layout.cols)
+        block = expert_rows(lay.ctx.spec, D, self.layout.cols)
         lay.launch("moe_ep_experts", moe_expert_rows, {
             r: (ptr(self.bufs["recv"], r), ptr(self.bufs["ret"], r), D,
                 self._slots(w, r, lists[r]["recv"]), block) for r in m.ranks})

@@ -16,11 +16,20 @@ import numpy as np
 
 from kernbench.errors import UsageError
 from kernbench.experiments.llm.moe_layout import ExpertLayout
-from kernbench.experiments.llm.tensors import ptr, row_block
+from kernbench.experiments.llm.tensors import ptr
 from kernbench.kernels.moe import moe_combine, moe_expert_rows, moe_router
 from kernbench.models.routing import apply_capacity, check_routing, sample_routes, top_k
 
 ZERO_BYTES = 256 * 1024  # rows of zeros the combine writes at a time
+
+
+def expert_rows(spec, D: int, cols: int) -> int:
+    """Rows ``moe_expert_rows`` takes at once: per row its f16 input and f32 output
+    (D wide) and its f32 gate and f16 product (``cols`` wide) stay in scratch until
+    the block is written out, beside one f32 row being scaled. The fewer blocks, the
+    fewer times the expert's weights are read."""
+    per_row = D * (2 + 4) + cols * (4 + 2)
+    return max(1, (spec.pe.kernel_scratch_bytes * 3 // 4 - D * 4 * 2) // per_row)
 
 
 @dataclass(frozen=True)
@@ -110,7 +119,7 @@ class MoeFfn:
                 owned[t].append(k + i)
             k += len(pairs)
         ranks = {r: i for i, r in enumerate(m.ranks)}
-        block = row_block(lay.ctx.spec, D, 2 * self.layout.cols)
+        block = expert_rows(lay.ctx.spec, D, self.layout.cols)
         lay.launch("moe_experts", moe_expert_rows, {
             r: (ptr(self.normed, r), ptr(self.ret, r), D,
                 self.slices(w, i, lambda e: assigned[e]), block) for r, i in ranks.items()})

@@ -255,7 +255,7 @@ def _moe_ops(layer, ops: dict) -> dict:
 
 
 def _moe(layer) -> dict:
-    return {} if layer.moe is None else {"moe": layer.moe.record(layer.dims)}
+    return {} if layer.moe is None else {"mixture": layer.moe.record(layer.dims)}
 
 
 def _record(st: _Step, spans: list, ends: tuple[float, float], model: str, spec,

@@ -36,10 +36,12 @@ def _expected(run, cfg) -> np.ndarray:
     return h
 
 
-@pytest.mark.parametrize("model,parallel", [(TINY, "tp"), (TINY_MOE, "tp"), (TINY_MOE, "ep")])
-def test_ffn_block_equals_numpy(model, parallel):
+@pytest.mark.parametrize("model,parallel,placement", [
+    (TINY, "tp", "blocks"), (TINY_MOE, "tp", "blocks"), (TINY_MOE, "ep", "blocks"),
+    (TINY_MOE, "ep", "strided")])
+def test_ffn_block_equals_numpy(model, parallel, placement):
     cfg = load_model(model)
-    moe = MoeSettings(parallel=parallel) if parallel == "ep" else None
+    moe = MoeSettings(parallel=parallel, placement=placement) if parallel == "ep" else None
     run = run_ffn_block(load_topology(SMALL), Dims.of(cfg), 6, data=True, seed=3, moe=moe)
     want = _expected(run, cfg)
     got = run.arrays["out"]
@@ -76,3 +78,22 @@ def test_expert_rows_in_small_blocks_still_equal_numpy(parallel, monkeypatch):
     want = _expected(run, cfg)
     assert np.abs(run.arrays["out"] - want).max() / np.abs(want).max() < 1e-2
     assert max(run.record["mixture"]["expert_tokens"]) > 2  # some expert took several blocks
+
+
+@pytest.mark.parametrize("experts,ranks", [(4, 32), (8, 8), (16, 4)])
+@pytest.mark.parametrize("placement", ["blocks", "strided"])
+def test_every_expert_column_lives_on_exactly_one_rank(experts, ranks, placement):
+    """The layout's two views agree: ``slot`` (what a rank holds) and ``members`` (who
+    holds an expert); every (expert, column block) is held once."""
+    from kernbench.experiments.llm.moe_layout import ExpertLayout
+
+    lay = ExpertLayout("ep", experts, ranks, 64, placement)
+    held = [lay.slot(r, s) for r in range(ranks) for s in range(lay.slots)]
+    assert sorted(held) == sorted((e, c * lay.cols) for e in range(experts)
+                                  for c in range(lay.group))
+    for e in range(experts):
+        cols = {lay.slot(r, s)[1] for r in lay.members(e) for s in range(lay.slots)
+                if lay.slot(r, s)[0] == e}
+        assert len(list(lay.members(e))) == lay.group and len(cols) == lay.group
+    if placement == "strided" and experts < ranks:
+        assert list(lay.members(1)) == list(range(1, ranks, experts))

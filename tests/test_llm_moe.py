@@ -186,6 +186,9 @@ def test_expert_parallel_parts_dispersion_and_bound():
      "a2a_hierarchical)"),
     (["--moe-all-to-all", "a2a_direct"], "--moe-all-to-all a2a_direct: applies to "
                                          "--moe-parallel ep only"),
+    (["--moe-parallel", "ep", "--moe-placement", "rows"],
+     "--moe-placement must be one of blocks, strided, got 'rows'"),
+    (["--moe-placement", "strided"], "--moe-placement strided: applies to --moe-parallel ep"),
 ])
 def test_bad_moe_options_are_one_line(extra, message, capsys):
     assert main(["model", "--model", TINY, "--topology", SMALL, "--phase", "decode",

@@ -156,3 +156,14 @@ def test_the_default_config_runs_both_layouts_at_every_skew():
         assert {p["parallel"] for p in layer if p["skew"] == skew} == {"tp", "ep"}, skew
     assert {p["tokens"] for p in layer} >= {1, 256}
     assert any(p["capacity_factor"] for p in layer)
+
+
+def test_strided_placement_is_an_expert_parallel_axis(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    block = dict(BLOCK, layers=[{"model": TINY, "tokens": [4], "parallel": ["tp", "ep"],
+                                 "placement": ["blocks", "strided"]}], steps=[])
+    block.pop("alltoall")
+    points, _ = _expand(block)
+    assert [wid for wid, _ in points] == ["L-tiny-moe-t4-tp-s0", "L-tiny-moe-t4-ep-s0",
+                                          "L-tiny-moe-t4-ep-s0-strided"]
+    assert dict(points)["L-tiny-moe-t4-ep-s0-strided"]["placement"] == "strided"

@@ -40,6 +40,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--moe-all-to-all", dest="moe_all_to_all", metavar="ALGORITHM",
                    help="MoE, --moe-parallel ep: the all-to-all algorithm of the dispatch and "
                         "combine (default: ccl.yaml's, a2a_hierarchical)")
+    p.add_argument("--moe-placement", default="blocks", dest="moe_placement",
+                   help="MoE, --moe-parallel ep: blocks (an expert on consecutive ranks, "
+                        "experts dealt to SIPs then CUBEs) | strided (round-robin: every "
+                        "expert spans every SIP)")
     p.add_argument("--skew", type=float, default=0.0,
                    help="MoE, timing mode: Zipf exponent of the routing over experts "
                         "(default 0: uniform)")
@@ -102,8 +106,11 @@ def _moe_settings(args, dims):
         if args.moe_parallel != "ep":
             raise UsageError(f"--moe-all-to-all {args.moe_all_to_all}: applies to "
                              f"--moe-parallel ep only")
+    if args.moe_placement != "blocks" and args.moe_parallel != "ep":
+        raise UsageError(f"--moe-placement {args.moe_placement}: applies to --moe-parallel ep "
+                         f"only")
     settings = MoeSettings(args.capacity_factor, args.skew, args.seed, args.moe_parallel,
-                           args.moe_all_to_all)
+                           args.moe_all_to_all, args.moe_placement)
     if dims.experts is not None:
         check_routing(dims.experts, dims.top_k, settings.factor(dims), args.skew)
     return check_settings(settings, dims)
@@ -123,6 +130,12 @@ def _check(args) -> None:
             raise UsageError(f"--{name} must be a positive integer, got {value}")
     if args.phase == "prefill" and args.batch != 1:
         raise UsageError(f"--batch {args.batch}: a prefill step runs one prompt (--batch 1)")
+    from kernbench.experiments.llm.moe_layout import PARALLEL, PLACEMENTS
+
+    for flag, value, allowed in (("--moe-parallel", args.moe_parallel, PARALLEL),
+                                 ("--moe-placement", args.moe_placement, PLACEMENTS)):
+        if value not in allowed:
+            raise UsageError(f"{flag} must be one of {', '.join(allowed)}, got {value!r}")
     if args.dump and not args.data:
         raise UsageError("--dump needs --data (timing mode computes no values)")
     check_output_path("--dump", args.dump)

@@ -106,12 +106,10 @@ class EpMoeFfn(MoeFfn):
         return tuple((t, tuple(v)) for t, v in sorted(rows.items()))
 
     def _count_away(self, send: dict, tokens: list[tuple]) -> None:
-        """Kept assignments, and those whose expert is on another SIP than the owner."""
-        ranks = self.layer.m.ranks
-        first = {e: ranks[self.layout.members(e)[0]] for e in range(len(tokens))}
-        self.away += sum(1 for o, rows in send.items() for _, e, q, _ in rows
-                         if q == first[e] and q[0] != o[0])
-        self.kept += sum(len(x) for x in tokens)
+        """Dispatched rows, and those whose destination is on another SIP than their
+        owner (a row per rank of the expert's group: an expert may span SIPs)."""
+        self.away += sum(1 for o, rows in send.items() for _, _, q, _ in rows if q[0] != o[0])
+        self.kept += sum(len(rows) for rows in send.values())
 
     def _counts(self, lists: dict) -> dict:
         counts: dict = {}

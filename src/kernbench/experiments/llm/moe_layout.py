@@ -2,9 +2,11 @@
 or each expert whole on a group of ranks that split its columns (``ep``: expert
 parallelism; with more experts than ranks each rank holds several whole ones).
 
-Ranks are the layer's tensor-parallel ranks in (SIP, CUBE, PE) order, so an expert's
-group is consecutive PEs of one CUBE row of CUBEs of one SIP: experts are dealt to
-SIPs, then CUBEs, in equal blocks.
+Ranks are the layer's tensor-parallel ranks in (SIP, CUBE, PE) order. ``placement``
+says how experts are dealt to them under ``ep``: ``blocks`` gives an expert a block of
+consecutive ranks (and a rank consecutive experts), so experts are dealt to SIPs, then
+CUBEs; ``strided`` deals them round-robin, expert ``e`` on ranks ``e``, ``e + E``, ...
+(and rank ``r`` experts ``r``, ``r + R``, ...), so an expert's group spans every SIP.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from dataclasses import dataclass
 from kernbench.errors import UsageError
 
 PARALLEL = ("tp", "ep")
+PLACEMENTS = ("blocks", "strided")
 
 
 @dataclass(frozen=True)
@@ -22,11 +25,15 @@ class ExpertLayout:
     experts: int
     ranks: int
     F: int  # one expert's FFN width
+    placement: str = "blocks"
 
     def __post_init__(self) -> None:
         if self.parallel not in PARALLEL:
             raise UsageError(f"--moe-parallel must be one of {', '.join(PARALLEL)}, "
                              f"got {self.parallel!r}")
+        if self.placement not in PLACEMENTS:
+            raise UsageError(f"--moe-placement must be one of {', '.join(PLACEMENTS)}, "
+                             f"got {self.placement!r}")
         E, R = self.experts, self.ranks
         if self.parallel == "ep" and (E % R if E > R else R % E):
             raise UsageError(f"expert parallelism: {E} experts do not place evenly on {R} "
@@ -53,18 +60,27 @@ class ExpertLayout:
     def cols(self) -> int:
         return self.F // self.group
 
+    @property
+    def _strided(self) -> bool:
+        return self.parallel == "ep" and self.placement == "strided"
+
     def slot(self, rank: int, s: int) -> tuple[int, int]:
         """(expert, first column) of rank ``rank``'s slot ``s``."""
         if self.parallel == "tp":
             return s, rank * self.cols
         if self.experts > self.ranks:
-            return rank * self.slots + s, 0
+            return (rank + s * self.ranks if self._strided else rank * self.slots + s), 0
+        if self._strided:
+            return rank % self.experts, (rank // self.experts) * self.cols
         return rank // self.group, (rank % self.group) * self.cols
 
     def members(self, expert: int) -> range:
-        """The ranks (indices) holding a slice of ``expert``."""
+        """The ranks (indices) holding a slice of ``expert``, in column order."""
         if self.parallel == "tp":
             return range(self.ranks)
         if self.experts > self.ranks:
-            return range(expert // self.slots, expert // self.slots + 1)
+            at = expert % self.ranks if self._strided else expert // self.slots
+            return range(at, at + 1)
+        if self._strided:
+            return range(expert, self.ranks, self.experts)
         return range(expert * self.group, (expert + 1) * self.group)

@@ -42,6 +42,7 @@ class MoeSettings:
     seed: int = 0
     parallel: str = "tp"  # "tp": column slices of every expert; "ep": experts placed
     all_to_all: str | None = None  # "ep": the all-to-all algorithm (None: ccl.yaml's default)
+    placement: str = "blocks"  # "ep": experts on blocks of ranks, or strided (moe_layout)
 
     def factor(self, dims) -> float:
         return self.capacity_factor if self.capacity_factor is not None else \
@@ -98,7 +99,7 @@ class MoeFfn:
         dims, T = lay.dims, lay.T
         check_routing(dims.experts, dims.top_k, self.settings.factor(dims), self.settings.skew)
         self.layout = ExpertLayout(self.settings.parallel, dims.experts, len(lay.m.ranks),
-                                   dims.F)
+                                   dims.F, self.settings.placement)
         self.logits = lay.place.per_rank("moe_logits", (T, dims.experts), "f32")
         self.normed = lay.place.per_rank("moe_normed", (T, dims.D), "f16")
         if self.settings.parallel == "tp":  # every kept assignment's result row
@@ -181,7 +182,8 @@ class MoeFfn:
 
     def record(self, dims) -> dict:
         return {"experts": dims.experts, "top_k": dims.top_k,
-                "parallel": self.settings.parallel, "expert_ranks": self.layout.group,
+                "parallel": self.settings.parallel, "placement": self.layout.placement,
+                "expert_ranks": self.layout.group,
                 "capacity_factor": self.settings.factor(dims), "skew": self.settings.skew,
                 "routing": "router logits" if self.layer.place.data else "zipf",
                 "assignments": self.assignments, "dropped": self.dropped,
@@ -192,7 +194,8 @@ def check_settings(settings: MoeSettings | None, dims) -> MoeSettings | None:
     """The settings a dense model refuses and a MoE model defaults."""
     if dims.experts is None:
         if settings is not None and (settings.capacity_factor is not None or settings.skew
-                                     or settings.parallel != "tp"):
+                                     or settings.parallel != "tp"
+                                     or settings.placement != "blocks"):
             raise UsageError("--capacity-factor, --skew and --moe-parallel apply to a "
                              "mixture-of-experts model only")
         return None

@@ -41,6 +41,7 @@ def _row(r: dict) -> dict:
     pred = r["prediction"]
     row = {"kind": lab["kind"], "topology": r["topology"], "point": r["workload"],
            "model": lab.get("model", ""), "parallel": lab.get("parallel", ""),
+           "placement": lab.get("placement", "blocks" if lab["kind"] != "alltoall" else ""),
            "tokens": lab.get("tokens"), "skew": lab.get("skew"),
            "capacity_factor": lab.get("capacity_factor"), "batch": lab.get("batch"),
            "context": lab.get("context"), "algorithm": lab.get("algorithm", ""),
@@ -71,7 +72,7 @@ def frame(records: list[dict]) -> pd.DataFrame:
 
 def load(csv: str | Path) -> pd.DataFrame:
     df = pd.read_csv(csv)
-    for col in ("model", "parallel", "algorithm", "size", "all_to_all"):
+    for col in ("model", "parallel", "placement", "algorithm", "size", "all_to_all"):
         if col in df:
             df[col] = df[col].fillna("")
     return df
@@ -81,9 +82,13 @@ def of_kind(df: pd.DataFrame, kind: str) -> pd.DataFrame:
     return df[df["kind"] == kind] if len(df) else df
 
 
-def layers(df: pd.DataFrame, model: str | None = None) -> pd.DataFrame:
-    """Layer points (of one model): no capacity factor unless asked for."""
+def layers(df: pd.DataFrame, model: str | None = None, placement: str = "blocks"
+           ) -> pd.DataFrame:
+    """Layer points (of one model) with experts placed in ``placement`` (the default
+    blocks; tensor-parallel points count as blocks)."""
     d = of_kind(df, "layer")
+    if len(d):
+        d = d[d["placement"] == placement]
     return d[d["model"] == model] if model is not None and len(d) else d
 
 

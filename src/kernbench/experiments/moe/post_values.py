@@ -127,7 +127,7 @@ def _step_values(v: dict, df: pd.DataFrame) -> None:
 
 def _fine_values(v: dict, df: pd.DataFrame, main: str | None) -> None:
     """Another model's points (the fine-grained one), at its first tokens and skew 0."""
-    d = uncapped(of_kind(df, "layer"))
+    d = uncapped(layers(df))
     other = sorted(set(d["model"]) - {main}) if len(d) else []
     d = d[d["model"] == other[0]] if other else d.iloc[0:0]
     t = sorted(d["tokens"].unique())[0] if len(d) else None
@@ -141,6 +141,25 @@ def _fine_values(v: dict, df: pd.DataFrame, main: str | None) -> None:
     tp, ep = _ns(rows["tp"]), _ns(rows["ep"])
     v["verdict/fine"] = MISSING if tp is None or ep is None else text(
         "expert parallelism" if ep < tp else "tensor parallelism")
+
+
+def _placement_values(v: dict, df: pd.DataFrame, main: str | None) -> None:
+    """Strided against block placement, expert-parallel, at the strided points' first
+    tokens and skew."""
+    strided = uncapped(layers(df, main, "strided"))
+    r = strided.iloc[0] if len(strided) else None
+    blocks = None if r is None else _pick(uncapped(layers(df, main)), tokens=r["tokens"],
+                                          parallel="ep", skew=r["skew"])
+    v["place/tokens"] = count(None if r is None else int(r["tokens"]))
+    v["place/skew"] = g(None if r is None else float(r["skew"]))
+    v["place/strided"] = us(_ns(r))
+    v["place/blocks"] = us(_ns(blocks))
+    v["place/ratio"] = ratio(_div(_ns(r), _ns(blocks)))
+    for name, row in (("strided", r), ("blocks", blocks)):
+        v[f"place/{name}disppct"] = pct(None if row is None else 100 * float(row["dispersion"]))
+        moved = None if row is None else float(row["part_dispatch_ns"]
+                                               + row["part_combine_ns"])
+        v[f"place/{name}a2a"] = us(moved)
 
 
 def _alltoall_values(v: dict, df: pd.DataFrame) -> None:
@@ -181,5 +200,6 @@ def values(df: pd.DataFrame, ctx=None) -> dict:
     _capacity_values(v, d)
     _step_values(v, df)
     _fine_values(v, df, main)
+    _placement_values(v, df, main)
     _alltoall_values(v, df)
     return v

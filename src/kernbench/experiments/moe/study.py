@@ -15,6 +15,7 @@ be an all-to-all one and a size must split into one f16 block per rank.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import asdict
 
 from kernbench.errors import ConfigError, UsageError
@@ -77,17 +78,21 @@ def _layer_points(block: dict, spec, source: str) -> list:
         model = _model(entry["model"], where, source)
         for par in entry["parallel"]:
             _check_layout(spec, model, block.get("tp"), par, f"{where}.parallel", source)
+        cases = [(par, place) for par in entry["parallel"]
+                 for place in (entry.get("placement", ["blocks"]) if par == "ep" else
+                               ["blocks"])]
         for tokens in entry["tokens"]:
-            for par in entry["parallel"]:
-                for skew in entry.get("skew", [0]):
-                    for cf in entry.get("capacity_factor", [None]):
-                        wid = (f"L-{_slug(model)}-t{tokens}-{par}-s{skew:g}"
-                               + ("" if cf is None else f"-cf{cf:g}"))
-                        points.append((wid, {
-                            "kind": "layer", "model": model.name, "config": _keys(model),
-                            "tokens": tokens, "parallel": par, "skew": float(skew),
-                            "capacity_factor": None if cf is None else float(cf),
-                            "tp": block.get("tp")}))
+            for (par, place), skew, cf in itertools.product(
+                    dict.fromkeys(cases), entry.get("skew", [0]),
+                    entry.get("capacity_factor", [None])):
+                wid = (f"L-{_slug(model)}-t{tokens}-{par}-s{skew:g}"
+                       + ("" if cf is None else f"-cf{cf:g}")
+                       + ("" if place == "blocks" else f"-{place}"))
+                points.append((wid, {
+                    "kind": "layer", "model": model.name, "config": _keys(model),
+                    "tokens": tokens, "parallel": par, "placement": place,
+                    "skew": float(skew), "capacity_factor": None if cf is None else float(cf),
+                    "tp": block.get("tp")}))
     return points
 
 
@@ -195,14 +200,16 @@ def _run_layer(graph, w: dict):
     from kernbench.experiments.llm.moe_run import MoeSettings
 
     model, dims = _model_of(w)
-    settings = MoeSettings(w["capacity_factor"], w["skew"], SEED, w["parallel"])
+    settings = MoeSettings(w["capacity_factor"], w["skew"], SEED, w["parallel"],
+                           placement=w.get("placement", "blocks"))
     r = run_ffn_block(graph, dims, w["tokens"], tp=w.get("tp"), rounds=1, model=model.name,
                       moe=settings)
     rec = r.record
     metrics = {**{k: v for k, v in rec.items() if k not in ("model", "topology")},
                "latency_ns": rec["block_total_ns"]}
     labels = {"model": model.name, "tokens": w["tokens"], "parallel": w["parallel"],
-              "skew": w["skew"], "capacity_factor": w["capacity_factor"]}
+              "placement": settings.placement, "skew": w["skew"],
+              "capacity_factor": w["capacity_factor"]}
     return (metrics, rec["analytic"]["total_ns"], rec["analytic_error"],
             dict(sorted(r.engine.op_log.counts.items())), labels)
 

@@ -4,8 +4,9 @@ share.
 ``kind`` is ``layer`` (the FFN half of one MoE layer), ``step`` (a whole decode
 step) or ``alltoall``. Layer and step rows carry the routing: ``drop_share`` is
 the share of token-to-expert assignments the capacity factor dropped,
-``dispersion`` the share of kept assignments whose expert sits on another SIP
-than the token's owner (expert parallelism only), ``imbalance`` the busiest
+``dispersion`` the share of dispatched rows (one per rank of an expert's group)
+that go to another SIP than their token's owner (expert parallelism only),
+``imbalance`` the busiest
 expert's tokens over the mean.
 """
 

@@ -166,4 +166,6 @@ def test_strided_placement_is_an_expert_parallel_axis(monkeypatch):
     points, _ = _expand(block)
     assert [wid for wid, _ in points] == ["L-tiny-moe-t4-tp-s0", "L-tiny-moe-t4-ep-s0",
                                           "L-tiny-moe-t4-ep-s0-strided"]
+    row = {"parallel": "ep", "placement": "strided"}
+    assert post._layout(row) == "ep (strided)" and post._layout(dict(row, placement="")) == "ep"
     assert dict(points)["L-tiny-moe-t4-ep-s0-strided"]["placement"] == "strided"

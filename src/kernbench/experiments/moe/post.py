@@ -35,13 +35,19 @@ def _cell(value, fmt: str) -> str:
     return "--" if value is None or value != value else fmt.format(value)
 
 
+def _layout(r) -> str:
+    """The layout, with a placement other than the default blocks."""
+    place = r.get("placement") or "blocks"
+    return r["parallel"] if place == "blocks" else f"{r['parallel']} ({place})"
+
+
 def _layer_rows(df: pd.DataFrame) -> list[list[str]]:
     rows = []
     for kind in ("layer", "step"):
         for _, r in of_kind(df, kind).iterrows():
             what = (f"{int(r['tokens'])} tok" if kind == "layer"
                     else f"step b{int(r['batch'])}, {int(r['context'])} ctx")
-            rows.append([escape(r["model"]), what, r["parallel"], _cell(r["skew"], "{:g}"),
+            rows.append([escape(r["model"]), what, _layout(r), _cell(r["skew"], "{:g}"),
                          _cell(r["capacity_factor"], "{:g}"),
                          _cell(100 * r["drop_share"], "{:.1f}"),
                          _cell(100 * r["dispersion"] if r["parallel"] == "ep" else None,
@@ -80,7 +86,7 @@ def panel(df: pd.DataFrame) -> tuple[str, list[str], list[list[str]]]:
     rows = []
     for kind in ("layer", "step"):
         for _, r in of_kind(df, kind).iterrows():
-            rows.append([kind, r["model"], str(int(r["tokens"])), r["parallel"],
+            rows.append([kind, r["model"], str(int(r["tokens"])), _layout(r),
                          _cell(r["skew"], "{:g}"), _cell(r["capacity_factor"], "{:g}"),
                          _cell(100 * r["drop_share"], "{:.1f}"),
                          _cell(100 * r["dispersion"] if r["parallel"] == "ep" else None,

@@ -93,7 +93,7 @@ class Experiment:
 
 _REGISTRY: dict[str, Experiment] = {}
 _BUILTIN = "kernbench.experiments"
-_SUPPORT = {"registry", "sweep", "job", "checkout", "whatif"}  # modules of this package that are not experiments
+_SUPPORT = {"registry", "sweep", "job", "checkout", "whatif", "entries"}  # modules of this package that are not experiments
 
 
 def register(exp: Experiment) -> Experiment:

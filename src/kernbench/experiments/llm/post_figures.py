@@ -15,18 +15,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from kernbench.analysis.plots import STYLE, plt, save
+from kernbench.analysis.plots import STYLE, empty_panel, plt, save
 from kernbench.experiments.llm.post_table import COMPONENTS, label, simulated, whatif_rows
 
 PHASES = ("decode", "prefill")
 COLORS = dict(zip(COMPONENTS, ("tab:olive", "tab:blue", "tab:cyan", "tab:orange", "tab:green",
                                "tab:red", "tab:purple", "tab:pink"), strict=True))
-
-
-def _empty(ax, message: str) -> None:
-    ax.text(0.5, 0.5, message, ha="center", va="center", transform=ax.transAxes)
-    ax.set_xticks([])
-    ax.set_yticks([])
 
 
 def _components(df: pd.DataFrame) -> list[str]:
@@ -60,7 +54,7 @@ def _breakdown(df: pd.DataFrame, out: Path) -> list[Path]:
         if groups:
             axes[0].legend(frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
         else:
-            _empty(axes[0], "no simulated points")
+            empty_panel(axes[0], "no simulated points")
         fig.tight_layout()
         return save(fig, out)
 
@@ -70,7 +64,7 @@ def _serving(df: pd.DataFrame, out: Path) -> list[Path]:
     with plt.rc_context(STYLE):
         fig, ax = plt.subplots(figsize=(3.6, 2.6))
         if not len(d):
-            _empty(ax, "no simulated decode points")
+            empty_panel(ax, "no simulated decode points")
             return save(fig, out)
         for (model, _topo, ctx), g in d.groupby(["model", "topology", "context"], sort=True):
             g = g.sort_values("batch", kind="mergesort")
@@ -113,7 +107,7 @@ def _comm_share(df: pd.DataFrame, out: Path) -> list[Path]:
             ax.set_ylim(0, 100)
             ax.legend(frameon=False)
         else:
-            _empty(ax, "no simulated points")
+            empty_panel(ax, "no simulated points")
         return save(fig, out)
 
 
@@ -150,7 +144,7 @@ def _whatif(df: pd.DataFrame, out: Path) -> list[Path]:
         for ax, (ph, w) in zip(axes[0], panels, strict=False):
             _tornado(ax, w, ph)
         if not panels:
-            _empty(axes[0][0], "no what-if reruns in this configuration")
+            empty_panel(axes[0][0], "no what-if reruns in this configuration")
         fig.tight_layout()
         return save(fig, out)
 

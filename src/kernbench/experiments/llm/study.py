@@ -17,6 +17,7 @@ import re
 from dataclasses import asdict
 
 from kernbench.errors import ConfigError, UsageError
+from kernbench.experiments.entries import check_overrides, entry_applies
 
 NAME = "llm"
 PREDICTION = "roofline per op + alpha-beta per collective, same layers and mapping"
@@ -59,41 +60,14 @@ def _check_mapping(spec, model, tp, phase: str, where: str, source: str) -> None
                           f"needs C = {m.C} to divide G = {dims.G}")
 
 
-def _applies(block: dict, entry: dict, where: str, spec, source: str) -> bool:
-    """Whether an entry runs on ``spec`` (every topology of the block by default)."""
-    if "topologies" not in entry:
-        return True
-    for j, tid in enumerate(entry["topologies"]):
-        if tid not in block["topologies"]:
-            raise ConfigError(source, f"{where}.topologies[{j}]", f"{tid!r} is not a topology "
-                              f"of this block (allowed: {', '.join(block['topologies'])})")
-    if spec.name not in block["topologies"]:
-        raise ConfigError(source, f"{where}.topologies", f"the topology file named "
-                          f"{spec.name!r} has another id here; entries name topologies by "
-                          f"the file's name")
-    return spec.name in entry["topologies"]
-
-
-def _check_overrides(block: dict, spec, source: str) -> None:
-    """The study's topology overrides must make a valid topology of every one it runs on."""
-    from kernbench.topology.spec import load_spec
-
-    if block.get("overrides"):
-        try:
-            load_spec(spec.source, block["overrides"])
-        except ConfigError as exc:
-            raise ConfigError(source, f"experiments.{NAME}.overrides",
-                              f"on topology {spec.name!r}: {exc}") from None
-
-
 def expand(block: dict, spec, source: str):
     """Every entry's batch x context grid on this topology, each checked first: the
     model file, the tensor-parallel mapping and, for prefill, the step driver."""
-    _check_overrides(block, spec, source)
+    check_overrides(block, spec, source, NAME)
     points = []
     for i, entry in enumerate(block["points"]):
         where = f"experiments.{NAME}.points[{i}]"
-        if not _applies(block, entry, where, spec, source):
+        if not entry_applies(block, entry, where, spec, source):
             continue
         model = _model(entry, where, source)
         tp = entry.get("tp")

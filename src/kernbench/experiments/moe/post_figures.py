@@ -17,18 +17,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from kernbench.analysis.plots import STYLE, plt, save
+from kernbench.analysis.plots import STYLE, empty_panel, plt, save
 from kernbench.experiments.moe.post_table import PARTS, layers, main_model, of_kind, uncapped
 
 STYLES = {"tp": ("tab:blue", "o", "tensor-parallel"), "ep": ("tab:red", "s", "expert-parallel")}
 PART_COLORS = dict(zip(PARTS, ("tab:olive", "tab:gray", "tab:orange", "tab:red", "tab:purple",
                                "tab:brown"), strict=True))
-
-
-def _empty(ax, message: str) -> None:
-    ax.text(0.5, 0.5, message, ha="center", va="center", transform=ax.transAxes)
-    ax.set_xticks([])
-    ax.set_yticks([])
 
 
 def _layouts(df: pd.DataFrame, out: Path) -> list[Path]:
@@ -38,8 +32,8 @@ def _layouts(df: pd.DataFrame, out: Path) -> list[Path]:
     with plt.rc_context(STYLE):
         fig, (ax, bx) = plt.subplots(1, 2, figsize=(6.8, 2.5))
         if not len(d):
-            _empty(ax, "no layer points")
-            _empty(bx, "no layer points")
+            empty_panel(ax, "no layer points")
+            empty_panel(bx, "no layer points")
             return save(fig, out)
         for p, (color, marker, name) in STYLES.items():
             g = d[d["parallel"] == p].sort_values("tokens", kind="mergesort")
@@ -73,8 +67,8 @@ def _skew(df: pd.DataFrame, out: Path) -> list[Path]:
     with plt.rc_context(STYLE):
         fig, (ax, bx) = plt.subplots(1, 2, figsize=(6.8, 2.4))
         if not len(d):
-            _empty(ax, "no skewed layer points")
-            _empty(bx, "no skewed layer points")
+            empty_panel(ax, "no skewed layer points")
+            empty_panel(bx, "no skewed layer points")
             return save(fig, out)
         for p, (color, marker, name) in STYLES.items():
             g = d[d["parallel"] == p].sort_values("skew", kind="mergesort")
@@ -100,7 +94,7 @@ def _capacity(df: pd.DataFrame, out: Path) -> list[Path]:
     with plt.rc_context(STYLE):
         fig, ax = plt.subplots(figsize=(3.6, 2.5))
         if not len(capped):
-            _empty(ax, "no capacity-factor points")
+            empty_panel(ax, "no capacity-factor points")
             return save(fig, out)
         for p, (color, marker, name) in STYLES.items():
             g = capped[capped["parallel"] == p].sort_values("capacity_factor", kind="mergesort")
@@ -141,7 +135,7 @@ def _alltoall(df: pd.DataFrame, out: Path) -> list[Path]:
         if topologies:
             axes[0][0].legend(frameon=False, fontsize=5)
         else:
-            _empty(axes[0][0], "no all-to-all points")
+            empty_panel(axes[0][0], "no all-to-all points")
         fig.tight_layout()
         return save(fig, out)
 

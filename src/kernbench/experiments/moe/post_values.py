@@ -79,8 +79,7 @@ def _skew_values(v: dict, d: pd.DataFrame) -> None:
     """The skew sweep: each layout's time at the strongest skew over uniform."""
     d = uncapped(d)
     skews = sorted(d["skew"].unique()) if len(d) else []
-    at = [t for t in (sorted(d[d["skew"] == skews[-1]]["tokens"].unique()) if len(skews) > 1
-                      else [])]
+    at = sorted(d[d["skew"] == skews[-1]]["tokens"].unique()) if len(skews) > 1 else []
     t, s = (at[0], skews[-1]) if at else (None, None)
     v["skew/tokens"], v["skew/max"] = count(t), g(s)
     for p in LAYOUTS:

@@ -19,6 +19,7 @@ import itertools
 from dataclasses import asdict
 
 from kernbench.errors import ConfigError, UsageError
+from kernbench.experiments.entries import check_overrides, entry_applies
 
 NAME = "moe"
 A2A_DTYPE = "f16"
@@ -55,16 +56,6 @@ def _check_layout(spec, model, tp, parallel: str, where: str, source: str) -> No
                           f"{exc}") from None
 
 
-def _applies(block: dict, entry: dict, where: str, spec, source: str) -> bool:
-    if "topologies" not in entry:
-        return True
-    for j, tid in enumerate(entry["topologies"]):
-        if tid not in block["topologies"]:
-            raise ConfigError(source, f"{where}.topologies[{j}]", f"{tid!r} is not a topology "
-                              f"of this block (allowed: {', '.join(block['topologies'])})")
-    return spec.name in entry["topologies"]
-
-
 def _slug(model) -> str:
     return model.name.replace("/", "-")
 
@@ -73,7 +64,7 @@ def _layer_points(block: dict, spec, source: str) -> list:
     points = []
     for i, entry in enumerate(block.get("layers", ())):
         where = f"experiments.{NAME}.layers[{i}]"
-        if not _applies(block, entry, where, spec, source):
+        if not entry_applies(block, entry, where, spec, source):
             continue
         model = _model(entry["model"], where, source)
         for par in entry["parallel"]:
@@ -100,7 +91,7 @@ def _step_points(block: dict, spec, source: str) -> list:
     points = []
     for i, entry in enumerate(block.get("steps", ())):
         where = f"experiments.{NAME}.steps[{i}]"
-        if not _applies(block, entry, where, spec, source):
+        if not entry_applies(block, entry, where, spec, source):
             continue
         model = _model(entry["model"], where, source)
         for par in entry["parallel"]:
@@ -124,7 +115,7 @@ def _alltoall_points(block: dict, spec, source: str) -> list:
 
     a2a = block.get("alltoall")
     where = f"experiments.{NAME}.alltoall"
-    if not a2a or not _applies(block, a2a, where, spec, source):
+    if not a2a or not entry_applies(block, a2a, where, spec, source):
         return []
     known = ccl_config.configured_algorithms(collective="all_to_all")
     points = []
@@ -149,14 +140,8 @@ def expand(block: dict, spec, source: str):
     or step points run with the study's overrides; the all-to-all sweep on the others
     keeps the topology's own link model, as the all-reduce study does."""
     sims = _layer_points(block, spec, source) + _step_points(block, spec, source)
-    if sims and block.get("overrides"):
-        from kernbench.topology.spec import load_spec
-
-        try:
-            load_spec(spec.source, block["overrides"])
-        except ConfigError as exc:
-            raise ConfigError(source, f"experiments.{NAME}.overrides",
-                              f"on topology {spec.name!r}: {exc}") from None
+    if sims:
+        check_overrides(block, spec, source, NAME)
     points = sims + _alltoall_points(block, spec, source)
     base = {"overrides": dict(block["overrides"])} if sims and block.get("overrides") else {}
     return points, [("base", base)]

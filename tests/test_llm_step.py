@@ -67,10 +67,10 @@ def _numpy_decode_layer(x, a, l, S, cfg):
     return _rest_of_block(x, att.reshape(B, Hq * d), w, eps)
 
 
-def _dump(folder, phase: str, batch: int, context: int, seed: int) -> dict:
+def _dump(folder, phase: str, batch: int, context: int, seed: int, model: str = TINY) -> dict:
     """The arrays ``kernbench model --data --dump`` writes for the tiny model."""
     out = folder / "m.npz"
-    assert main(["model", "--model", TINY, "--topology", SMALL, "--phase", phase,
+    assert main(["model", "--model", model, "--topology", SMALL, "--phase", phase,
                  "--batch", str(batch), "--context", str(context), "--data", "--seed",
                  str(seed), "--dump", str(out)]) == 0
     return dict(np.load(out))
@@ -241,6 +241,31 @@ def test_two_layer_prefill_equals_numpy(prefill_dumped):
     assert err.max() < 2e-2 * np.abs(x).max(), err.max()
     assert np.median(err) < 2e-3 * np.abs(x).max()  # typical rows far tighter than the worst
     assert np.abs(prefill_dumped["out"] - prefill_dumped["x"]).max() > 10 * err.max()
+
+
+def _two_query_heads(folder) -> str:
+    """tiny-gqa with one KV head of two query heads: the widest group (all 4 CUBEs of
+    small_2x2) does not divide G = 2, so the prefill ring takes C = 2."""
+    text = (ROOT / "config/models/tiny-gqa.yaml").read_text()
+    text = text.replace("num_attention_heads: 8", "num_attention_heads: 2").replace(
+        "num_key_value_heads: 2", "num_key_value_heads: 1")
+    path = folder / "g2.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+def test_prefill_ring_takes_a_group_width_that_divides_the_query_heads(tmp_path):
+    cfg = load_model(_two_query_heads(tmp_path))
+    spec = load_topology(SMALL).spec
+    assert build(spec, Dims.of(cfg)).C == 4  # decode splits the cache, any C will do
+    assert build(spec, Dims.of(cfg), ring=True).C == 2
+    dump = _dump(tmp_path, "prefill", 1, 140, 8, _two_query_heads(tmp_path))
+    x = dump["x"].astype(np.float64)
+    for layer in range(cfg.num_hidden_layers):
+        x = _numpy_prefill_layer(x, dump, layer, cfg)
+    err = np.abs(dump["out"] - x)
+    assert err.max() < 2e-2 * np.abs(x).max(), err.max()
+    assert np.abs(dump["out"] - dump["x"]).max() > 10 * err.max()
 
 
 def test_prefill_dump_has_the_prompt_rows_and_no_cache(prefill_dumped):

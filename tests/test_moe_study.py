@@ -18,7 +18,9 @@ BLOCK = {"topologies": ["small_2x2"], "overrides": {"fabric.sharing": "fifo"},
          "layers": [{"model": TINY, "tokens": [1, 8], "parallel": ["tp", "ep"]},
                     {"model": TINY, "tokens": [8], "parallel": ["tp", "ep"], "skew": [1.5],
                      "capacity_factor": [1.0]}],
-         "steps": [{"model": TINY, "batch": [2], "context": [32], "parallel": ["ep"]}],
+         "steps": [{"model": TINY, "batch": [2], "context": [32], "parallel": ["ep"]},
+                   {"model": TINY, "phase": "prefill", "batch": [1], "context": [24],
+                    "parallel": ["tp"]}],
          "alltoall": {"topologies": ["small_2x2"], "algorithms": ["a2a_hierarchical"],
                       "sizes": ["256B"]}}
 
@@ -33,7 +35,8 @@ def test_expand_names_every_point_and_carries_the_overrides(monkeypatch):
     assert [wid for wid, _ in points] == [
         "L-tiny-moe-t1-tp-s0", "L-tiny-moe-t1-ep-s0", "L-tiny-moe-t8-tp-s0",
         "L-tiny-moe-t8-ep-s0", "L-tiny-moe-t8-tp-s1.5-cf1", "L-tiny-moe-t8-ep-s1.5-cf1",
-        "S-tiny-moe-decode-b2-s32-ep", "A-a2a_hierarchical-256"]
+        "S-tiny-moe-decode-b2-s32-ep", "S-tiny-moe-prefill-b1-s24-tp",
+        "A-a2a_hierarchical-256"]
     assert variants == [("base", {"overrides": {"fabric.sharing": "fifo"}})]
     p = dict(points)["L-tiny-moe-t8-ep-s1.5-cf1"]
     assert (p["tokens"], p["parallel"], p["skew"], p["capacity_factor"]) == (8, "ep", 1.5, 1.0)
@@ -55,6 +58,8 @@ def test_expand_names_every_point_and_carries_the_overrides(monkeypatch):
      "alltoall.algorithms[0]", "not an all-to-all algorithm"),
     ({"alltoall": {"topologies": ["small_2x2"], "algorithms": ["a2a_direct"],
                    "sizes": ["100B"]}}, "alltoall.sizes[0]", "100B: --bytes-per-pe 100"),
+    ({"steps": [{"model": TINY, "phase": "prefill", "batch": [2], "context": [8],
+                 "parallel": ["tp"]}]}, "steps[0].batch", "one prompt"),
 ])
 def test_a_bad_entry_is_one_line_naming_its_key(change, key, expect, monkeypatch):
     monkeypatch.chdir(ROOT)
@@ -86,9 +91,9 @@ def table(records):
 
 
 def test_the_table_recomputes_drops_and_dispersion_from_the_routing(table, records):
-    assert len(table) == len(records) == 8
+    assert len(table) == len(records) == 9
     assert list(table["kind"].value_counts().sort_index().items()) == [
-        ("alltoall", 1), ("layer", 6), ("step", 1)]
+        ("alltoall", 1), ("layer", 6), ("step", 2)]
     for rec in records:
         moe = rec["metrics"].get("mixture")
         if not moe:
@@ -134,14 +139,24 @@ def test_values_figures_tables_and_panel(table, tmp_path):
     tex = post.tables(table)
     assert "a2a\\_hierarchical" in tex["moe_alltoall_table"]
     title, header, rows = post.panel(table)
-    assert title == "Mixture of experts" and len(rows) == 7 and "off-SIP (%)" in header
+    assert title == "Mixture of experts" and len(rows) == 8 and "off-SIP (%)" in header
+    assert [r[0] for r in rows][-2:] == ["decode step", "prefill step"]
+    pre = table[table["phase"] == "prefill"].iloc[0]
+    assert v["pre/tpttft"].number == pytest.approx(pre["ttft_ms"], rel=1e-3)
+    assert v["pre/context"].number == 24 and v["pre/epttft"].missing  # tp only here
 
 
-def test_the_step_point_runs_the_moe_decode_step(records):
-    step = next(r for r in records if r["labels"]["kind"] == "step")
+def test_the_step_points_run_the_moe_decode_and_prefill_steps(records):
+    step, pre = (next(r for r in records if r["labels"].get("phase") == phase)
+                 for phase in ("decode", "prefill"))
     m = step["metrics"]
     assert m["fits"] and m["mixture"]["parallel"] == "ep" and m["tpot_ms"] > 0
     assert m["latency_ns"] >= step["prediction"]["latency_ns"]
+    p = pre["metrics"]
+    assert p["fits"] and p["mixture"]["parallel"] == "tp" and p["context"] == 24
+    assert p["latency_ns"] == pytest.approx(p["ttft_ms"] * 1e6)
+    assert p["latency_ns"] >= pre["prediction"]["latency_ns"]
+    assert p["mixture"]["assignments"] == 24 * 2  # every prompt token routed to its top 2
 
 
 def test_the_default_config_runs_both_layouts_at_every_skew():
@@ -156,6 +171,8 @@ def test_the_default_config_runs_both_layouts_at_every_skew():
         assert {p["parallel"] for p in layer if p["skew"] == skew} == {"tp", "ep"}, skew
     assert {p["tokens"] for p in layer} >= {1, 256}
     assert any(p["capacity_factor"] for p in layer)
+    prefill = [p for _, p in points if p["kind"] == "step" and p["phase"] == "prefill"]
+    assert {p["parallel"] for p in prefill} == {"tp", "ep"}
 
 
 def test_strided_placement_is_an_expert_parallel_axis(monkeypatch):

@@ -131,11 +131,11 @@ def test_html_report_contains_figures_and_tables(smoke_run):
                             smoke_run / "workflow/schemas/config.schema.yaml", "results/raw")
     manifest = json.loads((smoke_run / "results" / "manifest.json").read_text())
     sims = [j for j in manifest["jobs"] if j["rule"] == "simulate"]
-    assert len(sims) == len(sweep.jobs) == 84
+    assert len(sims) == len(sweep.jobs) == 86
     assert all(j["config_hash"] and j["wall_s"] is not None and j["peak_rss_mb"] > 10
                for j in sims)
     summary = (smoke_run / "results" / "SUMMARY.md").read_text()
-    assert "84 simulation jobs" in summary and "## transfer" in summary
+    assert "86 simulation jobs" in summary and "## transfer" in summary
 
 
 RERUN = """\
@@ -165,7 +165,7 @@ def test_rerun_gives_byte_identical_records(smoke_run, tmp_path):
                      "--topology-file", job.topology_file, "--workload-id", workload,
                      "--variant-id", variant, "--slice", job.slice_json(), "--out", str(out)])
         before[job.output] = (smoke_run / job.output).read_bytes()
-    assert len(jobs) == 84
+    assert len(jobs) == 86
     proc = subprocess.run([sys.executable, "-c", RERUN], input=json.dumps(jobs), cwd=smoke_run,
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]

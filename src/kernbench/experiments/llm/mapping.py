@@ -92,17 +92,21 @@ def _tp_degree(spec, tp: int | None) -> tuple[int, int]:
     return tp, tp // per_k
 
 
-def _groups(spec, dims: Dims, C: int | None, P: int | None) -> tuple[list, int, int]:
-    """The attention groups; by default the widest C that fits, with every PE of a CUBE."""
+def _groups(spec, dims: Dims, C: int | None, P: int | None,
+            ring: bool) -> tuple[list, int, int]:
+    """The attention groups; by default the widest C that fits, with every PE of a CUBE.
+    The prefill ring gives each CUBE of a group the same number of query heads, so with
+    ``ring`` only a C dividing G is taken (Mixtral's G = 4 on 8-CUBE groups: C = 4)."""
     P = spec.pes_per_cube if P is None else P
-    tries = [C] if C is not None else range(spec.cubes_per_sip, 0, -1)
+    tries = [C] if C is not None else [c for c in range(spec.cubes_per_sip, 0, -1)
+                                       if not (ring and dims.G % c)]
     last = None
     for c in tries:
         try:
             return place_groups(spec, dims.Hkv, c, P), c, P
         except ValueError as exc:
             last = exc
-    tried = f"C={C}" if C is not None else f"C={spec.cubes_per_sip}..1"
+    tried = f"C={C}" if C is not None else f"C in {tries}"
     raise UsageError(f"attention of {dims.Hkv} KV heads on {spec.name!r} ({tried}, P={P}): "
                      f"{last} (one group of CUBEs per KV head)")
 
@@ -115,12 +119,13 @@ def _split(what: str, total: int, parts: int) -> int:
 
 
 def build(spec, dims: Dims, tp: int | None = None, C: int | None = None,
-          P: int | None = None) -> Mapping:
-    """The mapping of one layer of ``dims`` on ``spec`` (one line for what does not fit)."""
+          P: int | None = None, ring: bool = False) -> Mapping:
+    """The mapping of one layer of ``dims`` on ``spec`` (one line for what does not fit);
+    ``ring``: attention is the prefill ring (C must divide G)."""
     tp, k = _tp_degree(spec, tp)
     ranks = tuple((s, c, p) for s in range(spec.sips.count) for c in range(spec.cubes_per_sip)
                   for p in range(k))
-    groups, C, P = _groups(spec, dims, C, P)
+    groups, C, P = _groups(spec, dims, C, P, ring)
     slices = {}
     for sip in range(spec.sips.count):
         mine = [g for g in groups if g.sip == sip]

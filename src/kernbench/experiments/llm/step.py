@@ -60,9 +60,10 @@ class _Step:
     of ``rows`` token rows, and the RoPE angles of the rows' ``positions``."""
 
     def __init__(self, graph, dims: Dims, rows: int, positions, tp, data: bool,
-                 seed: int, algorithm: str, keep_records: bool = False) -> None:
+                 seed: int, algorithm: str, keep_records: bool = False,
+                 ring: bool = False) -> None:
         self.dims, self.T, self.data = dims, rows, data
-        self.mapping = build(graph.spec, dims, tp)
+        self.mapping = build(graph.spec, dims, tp, ring=ring)
         self.engine = GraphEngine(graph, enable_data=data, keep_records=keep_records)
         self.ctx = RuntimeContext(self.engine)
         for c in self.mapping.ranks:  # create every rank's PE before the queue sets
@@ -224,7 +225,7 @@ def run_prefill_step(graph, dims: Dims, batch: int, context: int, *,
     n = _layers(dims, layers)
     moe = check_settings(moe, dims)
     st = _Step(graph, dims, context, np.arange(context), tp, data, seed, algorithm,
-               keep_records)
+               keep_records, ring=True)
     ring = RingAttention(st.ctx, st.mapping, dims, context, data)
     st.install_attention(*ring.ipcq())
     embed_ns = st.embedding()

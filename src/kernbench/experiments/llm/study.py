@@ -52,12 +52,9 @@ def _check_mapping(spec, model, tp, phase: str, where: str, source: str) -> None
 
     dims = Dims.of(model)
     try:
-        m = build(spec, dims, tp)
+        build(spec, dims, tp, ring=phase == "prefill")
     except UsageError as exc:
         raise ConfigError(source, where, f"{model.name} on {spec.name}: {exc}") from None
-    if phase == "prefill" and dims.G % m.C:
-        raise ConfigError(source, where, f"{model.name} on {spec.name}: the prefill ring "
-                          f"needs C = {m.C} to divide G = {dims.G}")
 
 
 def expand(block: dict, spec, source: str):

@@ -1,7 +1,7 @@
 """The ``moe`` experiment: mixture-of-experts layers, expert against tensor parallelism.
 
 Points per topology (``study``): the FFN half of a MoE layer for tokens in
-flight x layout x routing skew x capacity factor, whole decode steps in each
+flight x layout x routing skew x capacity factor, whole decode and prefill steps in each
 layout, and all-to-all algorithms against message size. One variant, ``base``,
 carrying the study's topology overrides where layers or steps run. The layer
 and the step are the ``llm`` study's own (``experiments.llm.block``, ``step``);

@@ -46,6 +46,7 @@ def _layer_rows(df: pd.DataFrame) -> list[list[str]]:
     for kind in ("layer", "step"):
         for _, r in of_kind(df, kind).iterrows():
             what = (f"{int(r['tokens'])} tok" if kind == "layer"
+                    else f"prefill {int(r['context'])} tok" if r["phase"] == "prefill"
                     else f"step b{int(r['batch'])}, {int(r['context'])} ctx")
             rows.append([escape(r["model"]), what, _layout(r), _cell(r["skew"], "{:g}"),
                          _cell(r["capacity_factor"], "{:g}"),
@@ -86,7 +87,8 @@ def panel(df: pd.DataFrame) -> tuple[str, list[str], list[list[str]]]:
     rows = []
     for kind in ("layer", "step"):
         for _, r in of_kind(df, kind).iterrows():
-            rows.append([kind, r["model"], str(int(r["tokens"])), _layout(r),
+            rows.append([kind if kind == "layer" else f"{r['phase']} step", r["model"],
+                         str(int(r["tokens"])), _layout(r),
                          _cell(r["skew"], "{:g}"), _cell(r["capacity_factor"], "{:g}"),
                          _cell(100 * r["drop_share"], "{:.1f}"),
                          _cell(100 * r["dispersion"] if r["parallel"] == "ep" else None,

@@ -1,8 +1,8 @@
 """The ``moe`` study's table: one row per point, and the selections figures and values
 share.
 
-``kind`` is ``layer`` (the FFN half of one MoE layer), ``step`` (a whole decode
-step) or ``alltoall``. Layer and step rows carry the routing: ``drop_share`` is
+``kind`` is ``layer`` (the FFN half of one MoE layer), ``step`` (a whole step,
+``phase`` decode or prefill) or ``alltoall``. Layer and step rows carry the routing: ``drop_share`` is
 the share of token-to-expert assignments the capacity factor dropped,
 ``dispersion`` the share of dispatched rows (one per rank of an expert's group)
 that go to another SIP than their token's owner (expert parallelism only),
@@ -41,7 +41,8 @@ def _row(r: dict) -> dict:
     m, lab = r["metrics"], r["labels"]
     pred = r["prediction"]
     row = {"kind": lab["kind"], "topology": r["topology"], "point": r["workload"],
-           "model": lab.get("model", ""), "parallel": lab.get("parallel", ""),
+           "model": lab.get("model", ""), "phase": lab.get("phase", ""),
+           "parallel": lab.get("parallel", ""),
            "placement": lab.get("placement", "blocks" if lab["kind"] != "alltoall" else ""),
            "tokens": lab.get("tokens"), "skew": lab.get("skew"),
            "capacity_factor": lab.get("capacity_factor"), "batch": lab.get("batch"),
@@ -53,7 +54,8 @@ def _row(r: dict) -> dict:
            "norms_ns": (m.get("block_ns") or {}).get("norms"),
            "ffn_ns": (m.get("block_ns") or m.get("layer_ns") or {}).get("ffn"),
            "allreduce_ns": (m.get("block_ns") or m.get("layer_ns") or {}).get("allreduce_ffn"),
-           "tpot_ms": m.get("tpot_ms"), "fits": m.get("fits", True),
+           "tpot_ms": m.get("tpot_ms"), "ttft_ms": m.get("ttft_ms"),
+           "fits": m.get("fits", True),
            "config_hash": r["provenance"]["config_hash"]}
     layer = m.get("layer_ns") or {}
     row["layer_total_ns"] = sum(layer.values()) if layer else None
@@ -73,7 +75,7 @@ def frame(records: list[dict]) -> pd.DataFrame:
 
 def load(csv: str | Path) -> pd.DataFrame:
     df = pd.read_csv(csv)
-    for col in ("model", "parallel", "placement", "algorithm", "size", "all_to_all"):
+    for col in ("model", "phase", "parallel", "placement", "algorithm", "size", "all_to_all"):
         if col in df:
             df[col] = df[col].fillna("")
     return df
@@ -81,6 +83,12 @@ def load(csv: str | Path) -> pd.DataFrame:
 
 def of_kind(df: pd.DataFrame, kind: str) -> pd.DataFrame:
     return df[df["kind"] == kind] if len(df) else df
+
+
+def steps(df: pd.DataFrame, phase: str) -> pd.DataFrame:
+    """Whole steps of one phase that fit the machine."""
+    d = of_kind(df, "step")
+    return d[(d["phase"] == phase) & d["fits"].astype(bool)] if len(d) else d
 
 
 def layers(df: pd.DataFrame, model: str | None = None, placement: str = "blocks"

@@ -17,7 +17,7 @@ import math
 import pandas as pd
 
 from kernbench.analysis.values import MISSING, count, errpct, g, num, pct, ratio, text, us
-from kernbench.experiments.moe.post_table import layers, main_model, of_kind, uncapped
+from kernbench.experiments.moe.post_table import layers, main_model, of_kind, steps, uncapped
 
 LAYOUTS = ("tp", "ep")
 
@@ -111,17 +111,19 @@ def _capacity_values(v: dict, d: pd.DataFrame) -> None:
 
 
 def _step_values(v: dict, df: pd.DataFrame) -> None:
-    steps = of_kind(df, "step")
-    steps = steps[steps["fits"].astype(bool)] if len(steps) else steps
-    first = steps.iloc[0] if len(steps) else None
-    v["step/model"] = text(None if first is None else first["model"])
-    v["step/batch"] = count(None if first is None else int(first["batch"]))
-    v["step/context"] = count(None if first is None else int(first["context"]))
-    for p in LAYOUTS:
-        r = _pick(steps, parallel=p)
-        v[f"step/{p}tpot"] = num(None if r is None else float(r["tpot_ms"]), 3)
-        v[f"step/{p}ffnpct"] = pct(None if r is None else
-                                   100 * float(r["ffn_ns"]) / float(r["layer_total_ns"]))
+    """The first decode step's TPOT and the first prefill's TTFT, in each layout, with
+    the FFN half's share of a layer."""
+    for phase, key, metric in (("decode", "step", "tpot_ms"), ("prefill", "pre", "ttft_ms")):
+        d = steps(df, phase)
+        first = d.iloc[0] if len(d) else None
+        v[f"{key}/model"] = text(None if first is None else first["model"])
+        v[f"{key}/batch"] = count(None if first is None else int(first["batch"]))
+        v[f"{key}/context"] = count(None if first is None else int(first["context"]))
+        for p in LAYOUTS:
+            r = _pick(d, parallel=p, context=None if first is None else first["context"])
+            v[f"{key}/{p}{metric[:4]}"] = num(None if r is None else float(r[metric]), 3)
+            v[f"{key}/{p}ffnpct"] = pct(None if r is None else
+                                        100 * float(r["ffn_ns"]) / float(r["layer_total_ns"]))
 
 
 def _fine_values(v: dict, df: pd.DataFrame, main: str | None) -> None:

@@ -42,14 +42,16 @@ def _keys(model) -> dict:
     return {k: v for k, v in asdict(model).items() if k != "name" and v is not None}
 
 
-def _check_layout(spec, model, tp, parallel: str, where: str, source: str) -> None:
-    """The mapping and the expert layout must fit the topology (one line)."""
+def _check_layout(spec, model, tp, parallel: str, where: str, source: str,
+                  ring: bool = False) -> None:
+    """The mapping and the expert layout must fit the topology (one line); ``ring``: a
+    prefill step's attention."""
     from kernbench.experiments.llm.mapping import Dims, build
     from kernbench.experiments.llm.moe_layout import ExpertLayout
 
     dims = Dims.of(model)
     try:
-        m = build(spec, dims, tp)
+        m = build(spec, dims, tp, ring=ring)
         ExpertLayout(parallel, dims.experts, len(m.ranks), dims.F)
     except UsageError as exc:
         raise ConfigError(source, where, f"{model.name} {parallel} on {spec.name}: "
@@ -94,17 +96,20 @@ def _step_points(block: dict, spec, source: str) -> list:
         if not entry_applies(block, entry, where, spec, source):
             continue
         model = _model(entry["model"], where, source)
+        phase = entry.get("phase", "decode")
         for par in entry["parallel"]:
-            _check_layout(spec, model, block.get("tp"), par, f"{where}.parallel", source)
-        for batch in entry["batch"]:
-            for context in entry["context"]:
-                for par in entry["parallel"]:
-                    wid = f"S-{_slug(model)}-decode-b{batch}-s{context}-{par}"
-                    points.append((wid, {
-                        "kind": "step", "model": model.name, "config": _keys(model),
-                        "batch": batch, "context": context, "parallel": par,
-                        "layers": min(entry.get("layers", 1), model.num_hidden_layers),
-                        "tp": block.get("tp")}))
+            _check_layout(spec, model, block.get("tp"), par, f"{where}.parallel", source,
+                          ring=phase == "prefill")
+        if phase == "prefill" and entry["batch"] != [1]:
+            raise ConfigError(source, f"{where}.batch", f"{entry['batch']}: a prefill step "
+                              f"runs one prompt (batch [1])")
+        for batch, context, par in itertools.product(entry["batch"], entry["context"],
+                                                     entry["parallel"]):
+            points.append((f"S-{_slug(model)}-{phase}-b{batch}-s{context}-{par}", {
+                "kind": "step", "model": model.name, "config": _keys(model),
+                "phase": phase, "batch": batch, "context": context, "parallel": par,
+                "layers": min(entry.get("layers", 1), model.num_hidden_layers),
+                "tp": block.get("tp")}))
     return points
 
 
@@ -202,18 +207,20 @@ def _run_layer(graph, w: dict):
 def _run_step(graph, w: dict):
     from kernbench.experiments.llm.fit import footprint
     from kernbench.experiments.llm.moe_run import MoeSettings
-    from kernbench.experiments.llm.step import run_decode_step
+    from kernbench.experiments.llm.step import run_decode_step, run_prefill_step
 
     model, dims = _model_of(w)
-    labels = {"model": model.name, "batch": w["batch"], "context": w["context"],
-              "parallel": w["parallel"], "tokens": w["batch"]}
+    phase = w.get("phase", "decode")
+    labels = {"model": model.name, "phase": phase, "batch": w["batch"],
+              "context": w["context"], "parallel": w["parallel"],
+              "tokens": w["batch"] if phase == "decode" else w["context"]}
     need, have = footprint(model, graph.spec, w["batch"], w["context"])
     fit = {"fits": need <= have, "bytes_needed": need, "bytes_available": have}
     if need > have:
         return {**fit, "latency_ns": None}, None, None, {}, labels
-    r = run_decode_step(graph, dims, w["batch"], w["context"], layers=w["layers"],
-                        tp=w.get("tp"), model=model.name,
-                        moe=MoeSettings(None, 0.0, SEED, w["parallel"]))
+    run_step = run_decode_step if phase == "decode" else run_prefill_step
+    r = run_step(graph, dims, w["batch"], w["context"], layers=w["layers"], tp=w.get("tp"),
+                 model=model.name, moe=MoeSettings(None, 0.0, SEED, w["parallel"]))
     rec = r.record
     metrics = {**fit, **{k: v for k, v in rec.items() if k not in ("model", "topology")},
                "latency_ns": rec["step_ns"]}

@@ -33,9 +33,12 @@ def serve_alone(f, k: int, capacity: float) -> float:
 def serve_interleaved(inputs: list, capacity: float) -> list[float]:
     """Out rates of ``inputs`` ((stream, hop) pairs of one class) at a resource with
     ``capacity`` left for their class."""
-    if all(f.backlog[k] <= 0.0 for f, k in inputs) and \
-            sum(f.arr[k] for f, k in inputs) <= capacity * (1.0 + EPS):
-        return [min(f.arr[k], f.hop_caps[k]) for f, k in inputs]
+    for f, k in inputs:
+        if f.backlog[k] > 0.0:
+            break
+    else:  # no queue: while the arrivals fit, everything passes
+        if sum([f.arr[k] for f, k in inputs]) <= capacity * (1.0 + EPS):
+            return [min(f.arr[k], f.hop_caps[k]) for f, k in inputs]
     out = [0.0] * len(inputs)
     free = []
     for i, (f, k) in enumerate(inputs):

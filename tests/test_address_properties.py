@@ -466,3 +466,25 @@ def _fault(fn) -> MmuFault:
     with pytest.raises(MmuFault) as info:
         fn()
     return info.value
+
+
+@PROPS
+@given(st.lists(st.tuples(st.integers(0, 64), st.integers(0, 2**20), st.integers(-1, 3 * PAGE)),
+                min_size=1, max_size=8), st.booleans())
+def test_map_many_is_map_of_each(regions, premapped):
+    """map_many appends in-order regions at once; whatever it is given, the table and the
+    errors are those of mapping the regions one by one."""
+    regions = [(va * PAGE, pa * PAGE, n) for va, pa, n in regions]
+    one, many = PageTableMmu(PAGE), PageTableMmu(PAGE)
+    if premapped:
+        for mmu in (one, many):
+            mmu.map(8 * PAGE, 0, PAGE)
+    errors = []
+    for fill in (lambda: [one.map(*r) for r in regions], lambda: many.map_many(regions)):
+        try:
+            fill()
+            errors.append(None)
+        except MmuFault as exc:
+            errors.append(str(exc))
+    assert errors[0] == errors[1]
+    assert (one._starts, one._ends, one._pas) == (many._starts, many._ends, many._pas)

@@ -92,6 +92,10 @@ class LegTiming(NamedTuple):
         return tuple(out)
 
 
+def _bandwidth(edge) -> float:
+    return edge.bw_gbs
+
+
 class Fabric:
     """Owns every edge's busy timeline and every HBM controller."""
 
@@ -131,13 +135,15 @@ class Fabric:
         return plan
 
     def _build_plan(self, nodes: tuple[str, ...]) -> RoutePlan:
-        g = self.graph
-        overheads = tuple(g.nodes[n].overhead_ns for n in nodes)
-        edges = [g.edge(a, b) for a, b in zip(nodes, nodes[1:], strict=False)]
-        bws = tuple(e.bw_gbs for e in edges)
-        bn_edge = min(edges, key=lambda e: e.bw_gbs) if edges else None
-        timelines = tuple(self.timeline(e.src, e.dst) for e in edges)
-        wires = tuple(e.wire_ns for e in edges)
+        """(A direct all-to-all builds one per pair of ranks, so this is kept lean.)"""
+        node_of, edge_of, timeline = self.graph.nodes, self.graph.edge_map, self.timeline
+        overheads = tuple([node_of[n].overhead_ns for n in nodes])
+        edges = [edge_of[hop] for hop in zip(nodes, nodes[1:], strict=False)]
+        bws = tuple([e.bw_gbs for e in edges])
+        bn_edge = min(edges, key=_bandwidth) if edges else None
+        timelines = tuple([timeline(e.src, e.dst) for e in edges])
+        wires = tuple([e.wire_ns for e in edges])
+        wire_ns = sum(wires)
         return RoutePlan(
             nodes=nodes,
             overheads=overheads,
@@ -145,11 +151,11 @@ class Fabric:
             bws=bws,
             wires=wires,
             overhead_ns=sum(overheads),
-            wire_ns=sum(e.wire_ns for e in edges),
+            wire_ns=wire_ns,
             bottleneck_gbs=bn_edge.bw_gbs if bn_edge else float("inf"),
             bottleneck_edge=(bn_edge.src, bn_edge.dst) if bn_edge else None,
             steps=tuple(zip((0.0, *overheads[1:-1]), timelines, bws, wires, strict=True)),
-            head_ns=sum(wires) + sum(overheads[1:]),
+            head_ns=wire_ns + sum(overheads[1:]),
         )
 
     def book(self, plan: RoutePlan, nbytes: int, start: float, now: float,

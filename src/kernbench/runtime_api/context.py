@@ -156,10 +156,12 @@ class RuntimeContext:
         for p in t.placements:
             copies.setdefault(p.shard.key, []).append(p)
         t.mapped_by = self._mappers(shards, shared)
+        regions = [(va + off, sizes[key], *self._replicas(copies[key]))
+                   for key, off in offsets.items()]
         for cube, pe in t.mapped_by:
-            mmu = self.engine.pe(sip, cube, pe).mmu
-            for key, off in offsets.items():
-                mmu.map(va + off, self._nearest(copies[key], cube, pe).pa.encode(), sizes[key])
+            self.engine.pe(sip, cube, pe).mmu.map_many(
+                [(v, own.get((cube, pe), by_cube.get(cube, first)), n)
+                 for v, n, own, by_cube, first in regions])
         self._tensors.append(t)
         if data is not None:
             self._write(t, data)
@@ -174,15 +176,16 @@ class RuntimeContext:
         return sorted({(s.cube, s.pe) for s in shards})
 
     @staticmethod
-    def _nearest(copies: list[Placement], cube: int, pe: int) -> Placement:
-        """The replica a PE maps: its own, else one in its CUBE, else the first."""
+    def _replicas(copies: list[Placement]) -> tuple[dict, dict, int]:
+        """Where each PE maps a shard, as encoded PAs: its own replica ({(cube, pe): pa}),
+        else the first in its CUBE ({cube: pa}), else the first of all."""
+        own: dict[tuple[int, int], int] = {}
+        by_cube: dict[int, int] = {}
         for p in copies:
-            if (p.shard.cube, p.shard.pe) == (cube, pe):
-                return p
-        for p in copies:
-            if p.shard.cube == cube:
-                return p
-        return copies[0]
+            pa = p.pa.encode()
+            own.setdefault((p.shard.cube, p.shard.pe), pa)
+            by_cube.setdefault(p.shard.cube, pa)
+        return own, by_cube, copies[0].pa.encode()
 
     def _write(self, t: Tensor, data: np.ndarray) -> None:
         eng = self.engine

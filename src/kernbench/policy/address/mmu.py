@@ -40,6 +40,25 @@ class PageTableMmu:
         self._ends.insert(i, end)
         self._pas.insert(i, pa)
 
+    def map_many(self, regions: list[tuple[int, int, int]]) -> None:
+        """:meth:`map` of each (va, pa, nbytes); regions given in increasing va order
+        beyond everything mapped (a new tensor's shards) are appended at once."""
+        page = self.page_size
+        last = self._ends[-1] if self._ends else 0
+        starts, ends, pas = [], [], []
+        for va, pa, nbytes in regions:
+            if va % page or pa % page or nbytes <= 0 or va < last:
+                for region in regions:  # the general path, with its errors
+                    self.map(*region)
+                return
+            starts.append(va)
+            pas.append(pa)
+            last = va + -(-nbytes // page) * page
+            ends.append(last)
+        self._starts += starts
+        self._ends += ends
+        self._pas += pas
+
     def unmap(self, va: int, nbytes: int) -> None:
         """Unmap whole pages ``[va, va + nbytes)``; regions are split as needed."""
         end = va + self._pages(nbytes)

@@ -144,6 +144,7 @@ def test_values_figures_tables_and_panel(table, tmp_path):
     pre = table[table["phase"] == "prefill"].iloc[0]
     assert v["pre/tpttft"].number == pytest.approx(pre["ttft_ms"], rel=1e-3)
     assert v["pre/context"].number == 24 and v["pre/epttft"].missing  # tp only here
+    assert v["pre/C"].number == pre["C"] == 2  # 4 CUBEs, 2 KV heads of 4 query heads
 
 
 def test_the_step_points_run_the_moe_decode_and_prefill_steps(records):

@@ -7,7 +7,8 @@ the share of token-to-expert assignments the capacity factor dropped,
 ``dispersion`` the share of dispatched rows (one per rank of an expert's group)
 that go to another SIP than their token's owner (expert parallelism only),
 ``imbalance`` the busiest
-expert's tokens over the mean.
+expert's tokens over the mean. Step rows carry ``C``, the CUBEs of a KV head's
+attention group.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ def _row(r: dict) -> dict:
            "norms_ns": (m.get("block_ns") or {}).get("norms"),
            "ffn_ns": (m.get("block_ns") or m.get("layer_ns") or {}).get("ffn"),
            "allreduce_ns": (m.get("block_ns") or m.get("layer_ns") or {}).get("allreduce_ffn"),
-           "tpot_ms": m.get("tpot_ms"), "ttft_ms": m.get("ttft_ms"),
+           "tpot_ms": m.get("tpot_ms"), "ttft_ms": m.get("ttft_ms"), "C": m.get("C"),
            "fits": m.get("fits", True),
            "config_hash": r["provenance"]["config_hash"]}
     layer = m.get("layer_ns") or {}

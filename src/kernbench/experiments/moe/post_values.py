@@ -119,6 +119,7 @@ def _step_values(v: dict, df: pd.DataFrame) -> None:
         v[f"{key}/model"] = text(None if first is None else first["model"])
         v[f"{key}/batch"] = count(None if first is None else int(first["batch"]))
         v[f"{key}/context"] = count(None if first is None else int(first["context"]))
+        v[f"{key}/C"] = count(None if first is None else int(first["C"]))
         for p in LAYOUTS:
             r = _pick(d, parallel=p, context=None if first is None else first["context"])
             v[f"{key}/{p}{metric[:4]}"] = num(None if r is None else float(r[metric]), 3)

@@ -68,10 +68,8 @@ def _write_files(args: argparse.Namespace, r) -> None:
     if args.dump:
         import numpy as np
 
-        from kernbench.workloads.alltoall_run import dump_arrays
-
         arrays = {k: (v.astype(np.float32) if r.dtype == "bf16" and k != "ranks" else v)
-                  for k, v in dump_arrays(r).items()}
+                  for k, v in r.dump_arrays().items()}
         np.savez(args.dump, **arrays)
     if args.trace:
         from kernbench.sim_engine.chrome_trace import write_chrome_trace

@@ -9,7 +9,7 @@ buffer, ``algbw = size / time`` and ``busbw = algbw * (n - 1) / n``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -20,47 +20,30 @@ from kernbench.runtime_api.context import RuntimeContext
 from kernbench.runtime_api.group_buffers import DTYPES
 from kernbench.runtime_api.system import MEMORIES
 from kernbench.sim_engine.engine import GraphEngine
+from kernbench.workloads.collective_run import (
+    CollectiveRun,
+    Coord,
+    nccl_header,
+    op_counts_since,
+    split_ranks,
+)
 
-Coord = tuple[int, int, int]
-NCCL_HEADER = (f"{'size(B)':>12s} {'count':>10s} {'type':>5s} {'time(us)':>10s} "
-               f"{'algbw':>8s} {'busbw':>8s} {'pred(us)':>10s} {'err':>8s}")
+NCCL_HEADER = nccl_header()
 
 
-@dataclass
-class AllToAllRun:
-    topology: str
-    algorithm: str
-    size: int  # bytes each rank sends in total
-    count: int  # elements of each rank's buffer
-    dtype: str
-    buffer: str
+@dataclass(kw_only=True)
+class AllToAllRun(CollectiveRun):
     ranks: list[Coord]  # rank order: block j of a buffer belongs to ranks[j]
-    time_ns: float
-    predicted_ns: float
-    phases: dict
-    op_counts: dict
-    engine: GraphEngine
-    inputs: dict[Coord, np.ndarray] = field(default_factory=dict)
-    outputs: dict[Coord, np.ndarray] = field(default_factory=dict)
-
-    @property
-    def algbw_gbs(self) -> float:
-        return self.size / self.time_ns  # bytes per ns = GB/s
 
     @property
     def busbw_gbs(self) -> float:
         n = len(self.ranks)
         return self.algbw_gbs * (n - 1) / n
 
-    @property
-    def rel_error(self) -> float:
-        """(simulated - predicted) / predicted."""
-        return (self.time_ns - self.predicted_ns) / self.predicted_ns
-
-    def nccl_line(self) -> str:
-        return (f"{self.size:>12d} {self.count:>10d} {self.dtype:>5s} "
-                f"{self.time_ns / 1000:>10.3f} {self.algbw_gbs:>8.2f} {self.busbw_gbs:>8.2f} "
-                f"{self.predicted_ns / 1000:>10.3f} {100 * self.rel_error:>+7.2f}%")
+    def dump_arrays(self) -> dict[str, np.ndarray]:
+        """The ranks' inputs and outputs, and ``ranks`` ([n, 3], rank order)."""
+        return {**super().dump_arrays(),
+                "ranks": np.array(self.ranks, dtype=np.int64).reshape(-1, 3)}
 
 
 def check_arguments(spec, algorithm: str | None, bytes_per_pe: int, dtype: str, buffer: str,
@@ -107,7 +90,7 @@ def run_alltoall(graph, algorithm: str | None, bytes_per_pe: int, *, dtype: str 
         if data:
             arr = random_input(rng, per_sip, dtype)
             ins[sip] = ctx.from_numpy(arr, dp=dp, name=f"in{sip}", memory=buffer)
-            inputs.update(_split(arr, sip, g, n))
+            inputs.update(split_ranks(arr, sip, g, n))
         else:
             ins[sip] = ctx.empty((per_sip,), dtype, dp=dp, name=f"in{sip}", memory=buffer)
         outs[sip] = ctx.empty((per_sip,), dtype, dp=dp, name=f"out{sip}", memory=buffer)
@@ -116,21 +99,12 @@ def run_alltoall(graph, algorithm: str | None, bytes_per_pe: int, *, dtype: str 
     outputs = {}
     if data:
         for sip, t in outs.items():
-            outputs.update(_split(ctx.to_numpy(t), sip, g, n))
-    counts = {k: v - before.get(k, 0) for k, v in sorted(engine.op_log.counts.items())
-              if v - before.get(k, 0)}
-    return AllToAllRun(graph.spec.name, backend.name, bytes_per_pe, n, dtype, buffer,
-                       g.ranks(), result.latency_ns, result.predicted_ns, result.phases,
-                       counts, engine, inputs, outputs)
-
-
-def _split(arr: np.ndarray, sip: int, g, n: int) -> dict[Coord, np.ndarray]:
-    out = {}
-    for cube in range(g.cubes):
-        for k, pe in enumerate(g.pes):
-            i = cube * len(g.pes) + k
-            out[(sip, cube, pe)] = arr[i * n:(i + 1) * n].copy()
-    return out
+            outputs.update(split_ranks(ctx.to_numpy(t), sip, g, n))
+    return AllToAllRun(topology=graph.spec.name, algorithm=backend.name, size=bytes_per_pe,
+                       count=n, dtype=dtype, buffer=buffer, ranks=g.ranks(),
+                       time_ns=result.latency_ns, predicted_ns=result.predicted_ns,
+                       phases=result.phases, op_counts=op_counts_since(engine, before),
+                       engine=engine, inputs=inputs, outputs=outputs)
 
 
 def reference(inputs: dict[Coord, np.ndarray], ranks: list[Coord]) -> dict[Coord, np.ndarray]:
@@ -138,14 +112,3 @@ def reference(inputs: dict[Coord, np.ndarray], ranks: list[Coord]) -> dict[Coord
     n = len(ranks)
     blocks = {r: np.split(inputs[r], n) for r in ranks}
     return {r: np.concatenate([blocks[src][i] for src in ranks]) for i, r in enumerate(ranks)}
-
-
-def dump_arrays(run: AllToAllRun) -> dict[str, np.ndarray]:
-    """``in_<sip>_<cube>_<pe>``, ``out_<sip>_<cube>_<pe>`` and ``ranks`` ([n, 3])."""
-    out: dict[str, np.ndarray] = {}
-    for (s, c, p), a in sorted(run.inputs.items()):
-        out[f"in_{s}_{c}_{p}"] = a
-    for (s, c, p), a in sorted(run.outputs.items()):
-        out[f"out_{s}_{c}_{p}"] = a
-    out["ranks"] = np.array(run.ranks, dtype=np.int64).reshape(-1, 3)
-    return out

@@ -10,7 +10,7 @@ size / time`` and ``busbw = algbw * 2 (n - 1) / n`` for ``n`` ranks.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -21,50 +21,30 @@ from kernbench.runtime_api.context import RuntimeContext
 from kernbench.runtime_api.distributed import DTYPES, OPS
 from kernbench.runtime_api.system import MEMORIES
 from kernbench.sim_engine.engine import GraphEngine
+from kernbench.workloads.collective_run import (
+    CollectiveRun,
+    Coord,
+    nccl_header,
+    op_counts_since,
+    split_ranks,
+)
 
-Coord = tuple[int, int, int]
 
-
-@dataclass
-class AllReduceRun:
-    topology: str
-    algorithm: str
-    size: int  # bytes per rank buffer
-    count: int  # elements per rank buffer
-    dtype: str
+@dataclass(kw_only=True)
+class AllReduceRun(CollectiveRun):
     op: str
-    buffer: str
     ranks: int
-    time_ns: float
-    predicted_ns: float
-    phases: dict
-    op_counts: dict
-    engine: GraphEngine
-    inputs: dict[Coord, np.ndarray] = field(default_factory=dict)
-    outputs: dict[Coord, np.ndarray] = field(default_factory=dict)
-
-    @property
-    def algbw_gbs(self) -> float:
-        return self.size / self.time_ns  # bytes per ns = GB/s
 
     @property
     def busbw_gbs(self) -> float:
         n = self.ranks
         return self.algbw_gbs * (2 * (n - 1) / n if n > 1 else 0.0)
 
-    @property
-    def rel_error(self) -> float:
-        """(simulated - predicted) / predicted."""
-        return (self.time_ns - self.predicted_ns) / self.predicted_ns
-
-    def nccl_line(self) -> str:
-        return (f"{self.size:>12d} {self.count:>10d} {self.dtype:>5s} {self.op:>4s} "
-                f"{self.time_ns / 1000:>10.3f} {self.algbw_gbs:>8.2f} {self.busbw_gbs:>8.2f} "
-                f"{self.predicted_ns / 1000:>10.3f} {100 * self.rel_error:>+7.2f}%")
+    def labels(self) -> str:
+        return f" {self.op:>4s}"
 
 
-NCCL_HEADER = (f"{'size(B)':>12s} {'count':>10s} {'type':>5s} {'op':>4s} {'time(us)':>10s} "
-               f"{'algbw':>8s} {'busbw':>8s} {'pred(us)':>10s} {'err':>8s}")
+NCCL_HEADER = nccl_header(f" {'op':>4s}")
 
 
 def random_input(rng: np.random.Generator, n: int, dtype: str) -> np.ndarray:
@@ -115,7 +95,7 @@ class AllReduceSession:
             if self.data:
                 arr = random_input(rng, per_sip, dtype)
                 tensors[sip] = ctx.from_numpy(arr, dp=dp, name=name, memory=self.buffer)
-                inputs.update(_split(arr, sip, g, n))
+                inputs.update(split_ranks(arr, sip, g, n))
             else:
                 tensors[sip] = ctx.empty((per_sip,), dtype, dp=dp, name=name,
                                          memory=self.buffer)
@@ -123,23 +103,15 @@ class AllReduceSession:
         outputs = {}
         if self.data:
             for sip, t in tensors.items():
-                outputs.update(_split(ctx.to_numpy(t), sip, g, n))
+                outputs.update(split_ranks(ctx.to_numpy(t), sip, g, n))
         engine.run()  # let the last credits land: the next run starts on an idle system
         ctx.cleanup()
-        counts = {k: v - before.get(k, 0) for k, v in sorted(engine.op_log.counts.items())
-                  if v - before.get(k, 0)}
-        return AllReduceRun(self.graph.spec.name, self.backend.name, bytes_per_pe, n, dtype,
-                            self.op, self.buffer, g.size, result.latency_ns,
-                            result.predicted_ns, result.phases, counts, engine, inputs, outputs)
-
-
-def _split(arr: np.ndarray, sip: int, g, n: int) -> dict[Coord, np.ndarray]:
-    out = {}
-    for cube in range(g.cubes):
-        for k, pe in enumerate(g.pes):
-            i = cube * len(g.pes) + k
-            out[(sip, cube, pe)] = arr[i * n:(i + 1) * n].copy()
-    return out
+        return AllReduceRun(topology=self.graph.spec.name, algorithm=self.backend.name,
+                            size=bytes_per_pe, count=n, dtype=dtype, op=self.op,
+                            buffer=self.buffer, ranks=g.size, time_ns=result.latency_ns,
+                            predicted_ns=result.predicted_ns, phases=result.phases,
+                            op_counts=op_counts_since(engine, before), engine=engine,
+                            inputs=inputs, outputs=outputs)
 
 
 def run_allreduce(graph, algorithm: str, bytes_per_pe: int, *, dtype: str = "f16",
@@ -164,13 +136,3 @@ def reference(inputs: dict[Coord, np.ndarray], op: str) -> np.ndarray:
     if op == "max":
         return stack.max(0)
     return stack.min(0)
-
-
-def dump_arrays(run: AllReduceRun) -> dict[str, np.ndarray]:
-    """``in_<sip>_<cube>_<pe>`` and ``out_<sip>_<cube>_<pe>`` for every rank."""
-    out = {}
-    for (s, c, p), a in sorted(run.inputs.items()):
-        out[f"in_{s}_{c}_{p}"] = a
-    for (s, c, p), a in sorted(run.outputs.items()):
-        out[f"out_{s}_{c}_{p}"] = a
-    return out

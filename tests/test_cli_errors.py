@@ -58,7 +58,7 @@ BAD = {
     "capacity-tpot-nan": (capacity("--tpot-ms", "nan"), "--tpot-ms nan: must be positive (a finite"),
     "capacity-context": (capacity("--context", "0"), "--context 0: must be positive (an integer"),
     "capacity-model": (capacity("--model", "gpt-17"), "--model 'gpt-17': not a preset"),
-    "capacity-topology": (capacity("--topology", "nosuch"), "--topology 'nosuch': no such"),
+    "capacity-topology": (capacity("--topology", "nosuch"), "nosuch: topology file not found"),
     "capacity-table": (capacity("--table", "results/tables/gqa.csv"),
                        "--table results/tables/gqa.csv: the attention study's table is missing"),
     "job-experiment-first": (job('{"workload": 1}', experiment="nosuch"),
@@ -174,7 +174,7 @@ def test_a_bug_inside_a_kernel_run_is_not_disguised_as_kernel_misuse(small_graph
 
 @pytest.mark.parametrize("argv, first", [
     (capacity("--model", "gpt-17", "--topology", "nosuch", "--users", "0"), "--model"),
-    (capacity("--topology", "nosuch", "--context", "-5", "--users", "0"), "--topology"),
+    (capacity("--topology", "nosuch", "--context", "-5", "--users", "0"), "nosuch: topology"),
     (capacity("--context", "-5", "--users", "0", "--tpot-ms", "0"), "--context -5"),
     (capacity("--users", "0", "--tpot-ms", "0"), "--users 0"),
     (job('{"workload": 1}', experiment="nosuch", topology_file="no/such.yaml"),

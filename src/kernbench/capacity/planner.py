@@ -34,17 +34,6 @@ AXES = {"A": ("weights", ("N", "W", "pes")),
                           "systems"))}
 
 
-def topology_path(name: str) -> Path:
-    """The file of ``--topology`` (a name in the sweep's topology folder, or a path)."""
-    path = Path(name)
-    if not path.suffix:
-        path = TOPOLOGY_DIR / f"{name}.yaml"
-    if not path.is_file():
-        raise UsageError(f"--topology {name!r}: no such topology "
-                         f"({TOPOLOGY_DIR}/<name>.yaml or a file path)")
-    return path
-
-
 @dataclass(frozen=True)
 class Chip:
     name: str
@@ -53,8 +42,11 @@ class Chip:
     bw_pe: float  # bytes/s of HBM bandwidth per PE
 
     @classmethod
-    def from_topology(cls, name: str) -> Chip:
-        spec = load_topology(topology_path(name)).spec
+    def from_topology(cls, path: str | Path) -> Chip:
+        """The chip of a topology file, or of a name in the sweep's topology folder
+        (the CLI resolves ``--topology`` itself and passes the file)."""
+        path = Path(path)
+        spec = load_topology(path if path.suffix else TOPOLOGY_DIR / f"{path}.yaml").spec
         pes = spec.sips.count * spec.cubes_per_sip * spec.pes_per_cube
         return cls(spec.name, pes, spec.hbm_slice_bytes, spec.slice_bw_gbs * 1e9)
 

@@ -29,13 +29,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def check_args(args) -> None:
-    """Every argument, in the order they are declared, before any file is read."""
-    from kernbench.capacity.planner import topology_path
+def check_args(args) -> Path:
+    """Every argument, in the order they are declared, before any file is read; returns
+    the topology's file (``--topology`` resolved as every command resolves it)."""
+    from kernbench.cli.common import resolve_topology
     from kernbench.models import check_model_name
 
     check_model_name(args.model)
-    topology_path(args.topology)
+    topology = resolve_topology(args.topology)
     for flag, value, allowed in (("--context", args.context, "an integer number of tokens"),
                                  ("--users", args.users, "an integer number of users"),
                                  ("--tpot-ms", args.tpot_ms, "a finite number of ms")):
@@ -44,6 +45,7 @@ def check_args(args) -> None:
     if args.table is not None and not Path(args.table).is_file():
         raise UsageError(f"--table {args.table}: the attention study's table is missing; "
                          f"build it with `snakemake --cores 2 results/tables/gqa.csv`")
+    return topology
 
 
 def _efficiency(args):
@@ -75,8 +77,8 @@ def run(args) -> int:
     from kernbench.capacity.planner import Chip, fmt, plan
     from kernbench.models import load_model
 
-    check_args(args)
-    model, chip = load_model(args.model), Chip.from_topology(args.topology)
+    topology = check_args(args)
+    model, chip = load_model(args.model), Chip.from_topology(topology)
     eff, why = _efficiency(args)
     result = plan(model, chip, eff, args.context, args.users, args.tpot_ms, why)
     _simulated_axis(result, model.name, chip.name, args)

@@ -113,7 +113,8 @@ def _capacity_values(v: dict, d: pd.DataFrame) -> None:
 def _step_values(v: dict, df: pd.DataFrame) -> None:
     """The first decode step's TPOT and the first prefill's TTFT, in each layout, with
     the FFN half's share of a layer."""
-    for phase, key, metric in (("decode", "step", "tpot_ms"), ("prefill", "pre", "ttft_ms")):
+    for phase, key, metric, name in (("decode", "step", "tpot_ms", "tpot"),
+                                     ("prefill", "pre", "ttft_ms", "ttft")):
         d = steps(df, phase)
         first = d.iloc[0] if len(d) else None
         v[f"{key}/model"] = text(None if first is None else first["model"])
@@ -122,7 +123,7 @@ def _step_values(v: dict, df: pd.DataFrame) -> None:
         v[f"{key}/C"] = count(None if first is None else int(first["C"]))
         for p in LAYOUTS:
             r = _pick(d, parallel=p, context=None if first is None else first["context"])
-            v[f"{key}/{p}{metric[:4]}"] = num(None if r is None else float(r[metric]), 3)
+            v[f"{key}/{p}{name}"] = num(None if r is None else float(r[metric]), 3)
             v[f"{key}/{p}ffnpct"] = pct(None if r is None else
                                         100 * float(r["ffn_ns"]) / float(r["layer_total_ns"]))
 

@@ -207,7 +207,7 @@ def _run_layer(graph, w: dict):
 def _run_step(graph, w: dict):
     from kernbench.experiments.llm.fit import footprint
     from kernbench.experiments.llm.moe_run import MoeSettings
-    from kernbench.experiments.llm.step import run_decode_step, run_prefill_step
+    from kernbench.experiments.llm.study import step_function
 
     model, dims = _model_of(w)
     phase = w.get("phase", "decode")
@@ -218,9 +218,9 @@ def _run_step(graph, w: dict):
     fit = {"fits": need <= have, "bytes_needed": need, "bytes_available": have}
     if need > have:
         return {**fit, "latency_ns": None}, None, None, {}, labels
-    run_step = run_decode_step if phase == "decode" else run_prefill_step
-    r = run_step(graph, dims, w["batch"], w["context"], layers=w["layers"], tp=w.get("tp"),
-                 model=model.name, moe=MoeSettings(None, 0.0, SEED, w["parallel"]))
+    r = step_function(phase)(graph, dims, w["batch"], w["context"], layers=w["layers"],
+                             tp=w.get("tp"), model=model.name,
+                             moe=MoeSettings(None, 0.0, SEED, w["parallel"]))
     rec = r.record
     metrics = {**fit, **{k: v for k, v in rec.items() if k not in ("model", "topology")},
                "latency_ns": rec["step_ns"]}

@@ -32,7 +32,6 @@ from kernbench.components.share_policies import (
     BULK,
     IPCQ,
     max_min_rates,
-    serve_alone,
     serve_interleaved,
 )
 
@@ -197,7 +196,7 @@ class FairShare:
         queue = deque()
         marked: set[int] = set()
         for r in dirty:
-            if id(r) not in marked:
+            if r.inputs and id(r) not in marked:  # a resource left without inputs has none to serve
                 marked.add(id(r))
                 queue.append(r)
         budget = _PROPAGATION_BUDGET  # a cycle of routes must not loop for ever
@@ -228,8 +227,12 @@ class FairShare:
                 f.settle(now)
             if f.pending:
                 touched[f.id] = f
-            rate = serve_alone(f, k, r.capacity)
-            if not _differs(rate, f.out[k]):
+            cap = r.capacity  # serve_alone, inlined (the commonest serve)
+            if (hop := f.hop_caps[k]) < cap:
+                cap = hop
+            rate = cap if f.backlog[k] > 0.0 or cap < (a := f.arr[k]) else a
+            old = f.out[k]
+            if rate == old or abs(rate - old) <= _RATE_TOLERANCE * max(abs(rate), abs(old)):
                 return []
             f.out[k] = rate
             return [(f, k)]
@@ -291,8 +294,10 @@ def _walk(f: Stream, k: int) -> Resource | None:
     to itself directly, up to the first one it shares (returned, to be served)."""
     resources, arr, out, weight = f.resources, f.arr, f.out, f.weight
     rate = out[k]
+    tol = _RATE_TOLERANCE
     for j in range(k + 1, len(resources)):
-        if not _differs(arr[j], rate):
+        a = arr[j]  # _differs and serve_alone inlined: this loop is the propagation's core
+        if a == rate or abs(a - rate) <= tol * max(abs(a), abs(rate)):
             return None
         arr[j] = rate
         if rate > 0.0:
@@ -300,18 +305,16 @@ def _walk(f: Stream, k: int) -> Resource | None:
         r = resources[j]
         if len(r.inputs) > 1:
             return r
-        rate = serve_alone(f, j, r.capacity)
-        if not _differs(rate, out[j]):
+        cap = r.capacity
+        if (hop := f.hop_caps[j]) < cap:
+            cap = hop
+        if f.backlog[j] > 0.0 or cap < rate:
+            rate = cap
+        old = out[j]
+        if rate == old or abs(rate - old) <= tol * max(abs(rate), abs(old)):
             return None
         out[j] = rate
     return None
-
-
-def _differs(a: float, b: float) -> bool:
-    """Rates that differ by more than float noise (a change worth propagating: routes
-    that form a cycle would otherwise pass rounding errors round for ever). Equal rates,
-    the common case, are answered without the arithmetic."""
-    return a != b and abs(a - b) > _RATE_TOLERANCE * max(abs(a), abs(b))
 
 
 def _connected(seeds) -> tuple[list[Stream], list[Resource]]:

@@ -11,7 +11,10 @@ served first and bulk transfers share what it leaves
   backlog) it serves its inputs in proportion to the rates at which they
   arrive, as a FIFO of interleaved packets does. Bytes that arrive faster
   than they leave queue there; an input whose arrivals stopped keeps its last
-  share until its queued bytes are out.
+  share until its queued bytes are out. A resource with one input is served
+  in ``fair_share`` itself (its hot path): the input passes what arrives, at
+  most what it can take of the resource, and leaves at that limit while it
+  holds a queue there.
 * ``max_min``: no queues; each transfer's rate is set along its whole route
   by progressive filling (``max_min_rates``), as a router that arbitrates
   round-robin between transfers rather than between its inputs would.
@@ -21,13 +24,6 @@ from __future__ import annotations
 
 IPCQ, BULK = 0, 1  # service classes, served in this order
 EPS = 1e-9  # relative slack
-
-
-def serve_alone(f, k: int, capacity: float) -> float:
-    """Out rate of a stream that is a resource's only input: it passes what arrives,
-    or, holding a queue there, leaves at the resource's (or its own) limit."""
-    cap = min(capacity, f.hop_caps[k])
-    return cap if f.backlog[k] > 0.0 else min(f.arr[k], cap)
 
 
 def serve_interleaved(inputs: list, capacity: float) -> list[float]:

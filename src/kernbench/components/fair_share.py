@@ -30,6 +30,7 @@ from collections.abc import Callable
 from kernbench.components.fluid_stream import Member, Stream
 from kernbench.components.share_policies import (
     BULK,
+    EPS,
     IPCQ,
     max_min_rates,
     serve_interleaved,
@@ -194,10 +195,10 @@ class FairShare:
             self._max_min(now, dirty, touched)
             return
         queue = deque()
-        marked: set[int] = set()
+        marked: set[Resource] = set()  # (resources hash by identity)
         for r in dirty:
-            if r.inputs and id(r) not in marked:  # a resource left without inputs has none to serve
-                marked.add(id(r))
+            if r.inputs and r not in marked:  # a resource left without inputs has none to serve
+                marked.add(r)
                 queue.append(r)
         budget = _PROPAGATION_BUDGET  # a cycle of routes must not loop for ever
         while queue:
@@ -206,12 +207,12 @@ class FairShare:
                 raise RuntimeError("link sharing did not settle: the rates of routes that "
                                    "form a cycle keep changing")
             r = queue.popleft()
-            marked.discard(id(r))
+            marked.discard(r)
             for f, k in self._serve(r, now, touched):
                 touched[f.id] = f
                 nxt = _walk(f, k)
-                if nxt is not None and id(nxt) not in marked:
-                    marked.add(id(nxt))
+                if nxt is not None and nxt not in marked:
+                    marked.add(nxt)
                     queue.append(nxt)
         self._reschedule(now, touched)
 
@@ -245,18 +246,12 @@ class FairShare:
             if f.pending:
                 touched[f.id] = f
             (ipcq if f.cls == IPCQ else bulk).append(x)
-        changed = []
+        changed: list = []
         left = r.capacity
-        for group in (ipcq, bulk):
-            if not group:
-                continue
-            for (f, k), rate in zip(group, serve_interleaved(group, left), strict=True):
-                left -= rate
-                old = f.out[k]
-                if rate != old and abs(rate - old) > _RATE_TOLERANCE * max(abs(rate),
-                                                                           abs(old)):
-                    f.out[k] = rate
-                    changed.append((f, k))
+        if ipcq:
+            left = _serve_class(ipcq, left, changed)
+        if bulk:
+            _serve_class(bulk, left, changed)
         return changed
 
     def _reschedule(self, now: float, touched: dict[int, Stream]) -> None:
@@ -289,6 +284,41 @@ class FairShare:
         self._reschedule(now, touched)
 
 
+def _serve_class(group: list, left: float, changed: list) -> float:
+    """Set the out rates of one class's inputs at a resource with ``left`` bytes/ns for
+    them, appending those that changed to ``changed``; return what the class leaves.
+    While no input holds a queue and their arrivals fit, each passes what arrives (the
+    first case of ``serve_interleaved``, inlined: most serves end here)."""
+    total = 0.0
+    for f, k in group:
+        if f.backlog[k] > 0.0:
+            rates = serve_interleaved(group, left)
+            break
+        total += f.arr[k]  # in order, as sum() adds floats
+    else:
+        rates = None if total <= left * (1.0 + EPS) else serve_interleaved(group, left)
+    tol = _RATE_TOLERANCE
+    for i, (f, k) in enumerate(group):
+        if rates is None:
+            a, hop = f.arr[k], f.hop_caps[k]
+            rate = hop if hop < a else a
+        else:
+            rate = rates[i]
+        left -= rate
+        old = f.out[k]
+        if rate > old >= 0.0:  # the tolerance test, as in _walk
+            if rate - old <= tol * rate:
+                continue
+        elif old > rate >= 0.0:
+            if old - rate <= tol * old:
+                continue
+        elif rate == old or abs(rate - old) <= tol * max(abs(rate), abs(old)):
+            continue
+        f.out[k] = rate
+        changed.append((f, k))
+    return left
+
+
 def _walk(f: Stream, k: int) -> Resource | None:
     """Carry ``f``'s new rate out of hop ``k`` down its route: through resources it has
     to itself directly, up to the first one it shares (returned, to be served)."""
@@ -296,8 +326,14 @@ def _walk(f: Stream, k: int) -> Resource | None:
     rate = out[k]
     tol = _RATE_TOLERANCE
     for j in range(k + 1, len(resources)):
-        a = arr[j]  # _differs and serve_alone inlined: this loop is the propagation's core
-        if a == rate or abs(a - rate) <= tol * max(abs(a), abs(rate)):
+        a = arr[j]  # the tolerance test and serve_alone inlined: the propagation's core
+        if a > rate >= 0.0:  # (rates are >= 0 but for float noise: then abs() is needless)
+            if a - rate <= tol * a:
+                return None
+        elif rate > a >= 0.0:
+            if rate - a <= tol * rate:
+                return None
+        elif a == rate or abs(a - rate) <= tol * max(abs(a), abs(rate)):
             return None
         arr[j] = rate
         if rate > 0.0:
@@ -311,7 +347,13 @@ def _walk(f: Stream, k: int) -> Resource | None:
         if f.backlog[j] > 0.0 or cap < rate:
             rate = cap
         old = out[j]
-        if rate == old or abs(rate - old) <= tol * max(abs(rate), abs(old)):
+        if rate > old >= 0.0:
+            if rate - old <= tol * rate:
+                return None
+        elif old > rate >= 0.0:
+            if old - rate <= tol * old:
+                return None
+        elif rate == old or abs(rate - old) <= tol * max(abs(rate), abs(old)):
             return None
         out[j] = rate
     return None

@@ -17,7 +17,10 @@ Workloads (timing mode, one process, one core):
 - ``prefill_tiny``: the tiny model's two layers over a 300-token prompt;
 - ``decode_mixtral_tp`` / ``decode_mixtral_ep``: Mixtral 8x7B (32 layers, 8 experts,
   top 2) on the default topology, batch 16, context 4K, FIFO links, two layers
-  simulated, experts tensor- or expert-parallel (the MoE issue's target: <= 60 s).
+  simulated, experts tensor- or expert-parallel (the MoE issue's target: <= 60 s);
+- ``study_mixtral_tp`` / ``study_mixtral_ep``: the same step as the ``moe`` study runs it
+  (llama70b_4sip, 64 ranks: one PE per CUBE, context 512, FIFO links), two layers
+  simulated.
 
 Each reports wall seconds, the simulated step (TPOT or TTFT), the spread of the
 simulated layers after the first, and the bare SimPy events per second of the same run
@@ -44,29 +47,45 @@ TOPOLOGIES = ROOT / "config" / "topologies"
 
 TINY = str(ROOT / "config/models/tiny-gqa.yaml")
 FIFO = {"fabric.sharing": "fifo"}
-WORKLOADS = {  # name: (model, topology, phase, batch, context, simulated layers[, overrides])
-    "decode_70b": ("llama3-70b", "llama70b_4sip", "decode", 16, 32768, 3),
-    "decode_70b_fifo": ("llama3-70b", "llama70b_4sip", "decode", 16, 32768, 2, FIFO),
-    "decode_8b": ("llama3-8b", "default", "decode", 8, 8192, 3),
-    "decode_tiny": (TINY, "small_2x2", "decode", 2, 64, 2),
-    "prefill_8b": ("llama3-8b", "default", "prefill", 1, 256, 1),
-    "prefill_tiny": (TINY, "small_2x2", "prefill", 1, 300, 2),
-    "decode_mixtral_tp": ("mixtral-8x7b", "default", "decode", 16, 4096, 2, FIFO,
-                          MoeSettings(parallel="tp")),
-    "decode_mixtral_ep": ("mixtral-8x7b", "default", "decode", 16, 4096, 2, FIFO,
-                          MoeSettings(parallel="ep")),
+
+
+def _workload(model: str, topology: str, phase: str, batch: int, context: int, layers: int,
+              overrides: dict | None = None, moe: MoeSettings | None = None,
+              tp: int | None = None) -> dict:
+    """One step to time: ``layers`` decoder layers simulated, ``tp`` ranks (None: the
+    mapping's default, every PE)."""
+    return {"model": model, "topology": topology, "phase": phase, "batch": batch,
+            "context": context, "layers": layers, "overrides": overrides, "moe": moe, "tp": tp}
+
+
+WORKLOADS = {
+    "decode_70b": _workload("llama3-70b", "llama70b_4sip", "decode", 16, 32768, 3),
+    "decode_70b_fifo": _workload("llama3-70b", "llama70b_4sip", "decode", 16, 32768, 2, FIFO),
+    "decode_8b": _workload("llama3-8b", "default", "decode", 8, 8192, 3),
+    "decode_tiny": _workload(TINY, "small_2x2", "decode", 2, 64, 2),
+    "prefill_8b": _workload("llama3-8b", "default", "prefill", 1, 256, 1),
+    "prefill_tiny": _workload(TINY, "small_2x2", "prefill", 1, 300, 2),
+    "decode_mixtral_tp": _workload("mixtral-8x7b", "default", "decode", 16, 4096, 2, FIFO,
+                                   MoeSettings(parallel="tp")),
+    "decode_mixtral_ep": _workload("mixtral-8x7b", "default", "decode", 16, 4096, 2, FIFO,
+                                   MoeSettings(parallel="ep")),
+    "study_mixtral_tp": _workload("mixtral-8x7b", "llama70b_4sip", "decode", 16, 512, 2, FIFO,
+                                  MoeSettings(parallel="tp"), tp=64),
+    "study_mixtral_ep": _workload("mixtral-8x7b", "llama70b_4sip", "decode", 16, 512, 2, FIFO,
+                                  MoeSettings(parallel="ep"), tp=64),
 }
 
 
 def measure(name: str) -> dict:
-    model, topology, phase, batch, context, layers, *extra = WORKLOADS[name]
-    graph = load_topology(TOPOLOGIES / f"{topology}.yaml", *extra[:1])
-    dims = Dims.of(load_model(model))
-    moe = {"moe": extra[1]} if len(extra) > 1 else {}
+    w = WORKLOADS[name]
+    graph = load_topology(TOPOLOGIES / f"{w['topology']}.yaml", w["overrides"])
+    dims = Dims.of(load_model(w["model"]))
+    extra = {k: w[k] for k in ("moe", "tp") if w[k] is not None}
     t0 = time.perf_counter()
-    rec = step_function(phase)(graph, dims, batch, context, layers=layers, **moe).record
+    rec = step_function(w["phase"])(graph, dims, w["batch"], w["context"], layers=w["layers"],
+                                    **extra).record
     wall = time.perf_counter() - t0
-    return {"phase": phase, "wall_s": round(wall, 2), "step_ns": rec["step_ns"],
+    return {"phase": w["phase"], "wall_s": round(wall, 2), "step_ns": rec["step_ns"],
             "layers": rec["layers"], "simulated_layers": rec["simulated_layers"],
             "layer_spread": rec["layer_spread"], "pes": rec["pes"],
             "links": graph.spec.sharing}

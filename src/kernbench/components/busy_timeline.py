@@ -37,23 +37,23 @@ class BusyTimeline:
         """:meth:`reserve` with ``now`` known; the same result, cheaper when ``t``
         is after every booking (then finished intervals are dropped on the way)."""
         ends = self.ends
-        if t < now and duration > 0.0:  # a zero-length booking holds nothing
-            raise RuntimeError(f"a booking at {t} ns is older than the time {now} ns this "
-                               f"timeline may already have forgotten up to")
-        if ends and t >= ends[-1] and duration > 0.0:
-            last = ends[-1]
-            self.busy_ns += duration
-            if last <= now:  # all of it is over: keep only the new interval
-                if len(ends) > 1:
-                    del self.starts[:-1], ends[:-1]
-                self.starts[0] = t
-                ends[0] = t + duration
-            elif t == last:
-                ends[-1] = t + duration
-            else:
-                self.starts.append(t)
-                ends.append(t + duration)
-            return t
+        if duration > 0.0:  # (a zero-length booking holds nothing)
+            if t < now:
+                raise RuntimeError(f"a booking at {t} ns is older than the time {now} ns "
+                                   f"this timeline may already have forgotten up to")
+            if ends and t >= (last := ends[-1]):
+                self.busy_ns += duration
+                if last <= now:  # all of it is over: keep only the new interval
+                    if len(ends) > 1:
+                        del self.starts[:-1], ends[:-1]
+                    self.starts[0] = t
+                    ends[0] = t + duration
+                elif t == last:
+                    ends[-1] = t + duration
+                else:
+                    self.starts.append(t)
+                    ends.append(t + duration)
+                return t
         if ends and ends[0] <= now:
             self.prune(now)
         return self.reserve(t, duration)

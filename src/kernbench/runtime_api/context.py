@@ -158,10 +158,16 @@ class RuntimeContext:
         t.mapped_by = self._mappers(shards, shared)
         regions = [(va + off, sizes[key], *self._replicas(copies[key]))
                    for key, off in offsets.items()]
+        owners = {k for _, _, own, _, _ in regions for k in own}
+        per_cube: dict[int, list] = {}  # what a PE holding no replica maps, per CUBE
         for cube, pe in t.mapped_by:
-            self.engine.pe(sip, cube, pe).mmu.map_many(
-                [(v, own.get((cube, pe), by_cube.get(cube, first)), n)
-                 for v, n, own, by_cube, first in regions])
+            if (cube, pe) in owners:
+                table = [(v, own.get((cube, pe), by_cube.get(cube, first)), n)
+                         for v, n, own, by_cube, first in regions]
+            elif (table := per_cube.get(cube)) is None:
+                table = per_cube[cube] = [(v, by_cube.get(cube, first), n)
+                                          for v, n, _, by_cube, first in regions]
+            self.engine.pe(sip, cube, pe).mmu.map_many(table)
         self._tensors.append(t)
         if data is not None:
             self._write(t, data)

@@ -21,7 +21,7 @@ issued.
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 
 from kernbench.isa.handles import Completion
 
@@ -48,12 +48,19 @@ def access_ranges(cmd) -> tuple[list[Range], list[Range]]:
         if r in seen:
             continue
         seen.add(r)
-        if drop:
-            space, s, e = r
-            if any(ws == space and ws_s <= s and e <= ws_e for ws, ws_s, ws_e in wr):
-                continue
+        if drop and _covered(r, wr):
+            continue
         rr.append(r)
     return rr, wr
+
+
+def _covered(r: Range, ranges: list[Range]) -> bool:
+    """Whether ``r`` lies inside one of ``ranges``."""
+    space, s, e = r
+    for ws, ws_s, ws_e in ranges:
+        if ws_s <= s and e <= ws_e and ws == space:
+            return True
+    return False
 
 
 def _merged(ranges: list[Range]) -> list[Range]:
@@ -82,11 +89,7 @@ class _Segments:
     def span(self, s: int, e: int) -> tuple[int, int]:
         """Index range [i, j) of the segments overlapping [s, e)."""
         i = bisect_right(self.ends, s)  # first segment ending after s
-        j = i
-        starts, n = self.starts, len(self.starts)
-        while j < n and starts[j] < e:
-            j += 1
-        return i, j
+        return i, bisect_left(self.starts, e, i)  # (disjoint: starts are sorted too)
 
     def cut(self, s: int, e: int) -> tuple[int, int]:
         """Split the segments straddling s and e; return the index range inside [s, e)."""
@@ -212,29 +215,31 @@ class AccessTracker:
         """(producers of what is read, other ops a write must wait for), without duplicates."""
         raw: dict[int, Completion] = {}
         other: dict[int, Completion] = {}
-        live = self._live
+        spaces, before = self._spaces, self._before  # (``_live`` inlined: the hot path)
         for space, s, e in rr:
-            table = self._spaces.get(space)
+            table = spaces.get(space)
             if table is None:
                 continue
             w = table.writers
             i, j = w.span(s, e)
             for comp in w.values[i:j]:
-                if live(comp):
+                if (t := comp.done_at) is None or t > before:
                     raw.setdefault(id(comp), comp)
         for space, s, e in wr:
-            table = self._spaces.get(space)
+            table = spaces.get(space)
             if table is None:
                 continue
             w = table.writers
             i, j = w.span(s, e)
             for comp in w.values[i:j]:
-                if live(comp) and id(comp) not in raw:
+                if ((t := comp.done_at) is None or t > before) and id(comp) not in raw:
                     other.setdefault(id(comp), comp)
             rd = table.readers
+            if not rd.starts:
+                continue
             for k in rd.overlapping(s, e):
                 for comp in rd.comps[k]:
-                    if live(comp) and id(comp) not in raw:
+                    if ((t := comp.done_at) is None or t > before) and id(comp) not in raw:
                         other.setdefault(id(comp), comp)
         return list(raw.values()), list(other.values())
 
@@ -249,11 +254,12 @@ class AccessTracker:
             w = table.writers
             i, j = w.cut(s, e)
             w.replace(i, j, s, e, comp)
-            table.readers.drop_covered(s, e)
-        for space, s, e in rr:
-            if any(ws == space and ws_s <= s and e <= ws_e for ws, ws_s, ws_e in wr):
+            if table.readers.starts:
+                table.readers.drop_covered(s, e)
+        for r in rr:
+            if wr and _covered(r, wr):
                 continue  # read-modify-write: the write entry already orders later ops
-            self._table(space).readers.add(s, e, comp, self._live)
+            self._table(r[0]).readers.add(r[1], r[2], comp, self._live)
 
     def __len__(self) -> int:
         """Entries held (a measure of what is still in flight, for tests)."""

@@ -9,6 +9,7 @@ breaks ties by insertion order, so a route is a pure function of the graph.
 from __future__ import annotations
 
 import heapq
+import math
 from itertools import count
 
 from kernbench.errors import RoutingError
@@ -136,17 +137,18 @@ def _grow(state: tuple, adj: dict, target: str | None) -> tuple[dict, dict]:
     best, prev, heap, done, seq = state
     if target is not None and target in done:
         return best, prev
+    pop, push, unseen = heapq.heappop, heapq.heappush, math.inf
     while heap:
-        dist, _, node = heapq.heappop(heap)
+        dist, _, node = pop(heap)
         if node in done:
             continue
         done.add(node)
         for nxt, weight in adj.get(node, ()):
             cand = dist + weight
-            if cand < best.get(nxt, float("inf")):
+            if cand < best.get(nxt, unseen):
                 best[nxt] = cand
                 prev[nxt] = node
-                heapq.heappush(heap, (cand, next(seq), nxt))
+                push(heap, (cand, next(seq), nxt))
         if node == target:
             break
     return best, prev  # target is in best only once settled (or the heap ran dry)

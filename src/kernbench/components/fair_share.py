@@ -46,12 +46,14 @@ _ARRIVE, _STEP = 0, 1
 class Resource:
     """A shared server: one direction of a link, or an HBM slice."""
 
-    __slots__ = ("name", "capacity", "inputs")
+    __slots__ = ("name", "capacity", "inputs", "classes")
 
     def __init__(self, name, capacity: float) -> None:
         self.name = name
         self.capacity = capacity  # bytes/ns
         self.inputs: dict[int, tuple[Stream, int]] = {}  # stream id -> (it, hop here)
+        # the same inputs by service class, in the order served (IPCQ first)
+        self.classes: tuple[dict, dict] = ({}, {})
 
 
 class FairShare:
@@ -180,12 +182,12 @@ class FairShare:
     def _register(self, s: Stream) -> None:
         s.registered = True
         for k, r in enumerate(s.resources):
-            r.inputs[s.id] = (s, k)
+            r.inputs[s.id] = r.classes[s.cls][s.id] = (s, k)
 
     def _unregister(self, s: Stream) -> None:
         s.registered = False
         for r in s.resources:
-            del r.inputs[s.id]
+            del r.inputs[s.id], r.classes[s.cls][s.id]
 
     # -- propagating a change -------------------------------------------------------------
     def _changed(self, now: float, dirty, touched: dict[int, Stream]) -> None:
@@ -219,7 +221,8 @@ class FairShare:
     def _serve(self, r: Resource, now: float, touched: dict[int, Stream]) -> list:
         """Set the out rates of ``r``'s inputs; return the inputs whose rate changed
         (inputs that ran out of something while settling join ``touched``). The hot
-        path of link sharing: one pass over the inputs, the classes split on the way."""
+        path of link sharing: the inputs settled in one pass, then each class served
+        from the resource's own table of it."""
         self.updates += 1
         inputs = r.inputs
         if len(inputs) == 1:  # its own resource: it passes, or queues beyond capacity
@@ -237,21 +240,16 @@ class FairShare:
                 return []
             f.out[k] = rate
             return [(f, k)]
-        ipcq: list = []
-        bulk: list = []
-        for x in inputs.values():
-            f = x[0]
+        for f, _ in inputs.values():
             if f.t_last != now:
                 f.settle(now)
             if f.pending:
                 touched[f.id] = f
-            (ipcq if f.cls == IPCQ else bulk).append(x)
         changed: list = []
         left = r.capacity
-        if ipcq:
-            left = _serve_class(ipcq, left, changed)
-        if bulk:
-            _serve_class(bulk, left, changed)
+        for group in r.classes:  # IPCQ, then bulk in what it leaves
+            if group:
+                left = _serve_class(list(group.values()), left, changed)
         return changed
 
     def _reschedule(self, now: float, touched: dict[int, Stream]) -> None:

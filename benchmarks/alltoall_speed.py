@@ -2,7 +2,7 @@
 
     python benchmarks/alltoall_speed.py [--json] [--only NAME ...] [--out PATH]
 
-Workloads (timing mode, one process, one core): 1.5 MiB per SIP (96 KiB sent by
+Workloads (timing mode, each in a fresh process, one core): 1.5 MiB per SIP (96 KiB sent by
 each of 96 ranks) on six SIPs of 16 CUBEs, on each six-SIP topology and with each
 all-to-all algorithm (target: <= 10 s wall). Each reports wall seconds (engine,
 kernel and model; the topology load apart), the simulated and predicted times, the

@@ -2,7 +2,7 @@
 
     python benchmarks/llm_speed.py [--json] [--only NAME ...] [--out PATH]
 
-Workloads (timing mode, one process, one core):
+Workloads (timing mode, each in a fresh process, one core):
 
 - ``decode_70b``: Llama 3 70B on llama70b_4sip (all 512 PEs), 80 layers, batch 16,
   context 32K; three layers simulated, the step counting the last for the other 77

@@ -2,7 +2,7 @@
 
     python benchmarks/pe_speed.py [--json] [--only NAME ...] [--out PATH]
 
-Workloads (timing mode, one process, one core):
+Workloads (timing mode, each in a fresh process, one core):
 
 - ``gemm_composite``: one PE runs the composite GEMM kernel on 2048x512x512 over
   HBM operands (default topology): one ``tl.composite`` whose supertiles the

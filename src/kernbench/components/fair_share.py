@@ -30,10 +30,10 @@ from collections.abc import Callable
 from kernbench.components.fluid_stream import Member, Stream
 from kernbench.components.share_policies import (
     BULK,
-    EPS,
     IPCQ,
+    arrivals_fit,
     max_min_rates,
-    serve_interleaved,
+    shared_rates,
 )
 
 CLASSES = {"ipcq": IPCQ, "bulk": BULK}
@@ -284,17 +284,10 @@ class FairShare:
 
 def _serve_class(group: list, left: float, changed: list) -> float:
     """Set the out rates of one class's inputs at a resource with ``left`` bytes/ns for
-    them, appending those that changed to ``changed``; return what the class leaves.
-    While no input holds a queue and their arrivals fit, each passes what arrives (the
-    first case of ``serve_interleaved``, inlined: most serves end here)."""
-    total = 0.0
-    for f, k in group:
-        if f.backlog[k] > 0.0:
-            rates = serve_interleaved(group, left)
-            break
-        total += f.arr[k]  # in order, as sum() adds floats
-    else:
-        rates = None if total <= left * (1.0 + EPS) else serve_interleaved(group, left)
+    them (the ``interleaved`` policy of ``share_policies``), appending those that
+    changed to ``changed``; return what the class leaves. Passing inputs (most serves)
+    take their rates here, without a list of them."""
+    rates = None if arrivals_fit(group, left) else shared_rates(group, left)
     tol = _RATE_TOLERANCE
     for i, (f, k) in enumerate(group):
         if rates is None:

@@ -26,15 +26,21 @@ IPCQ, BULK = 0, 1  # service classes, served in this order
 EPS = 1e-9  # relative slack
 
 
-def serve_interleaved(inputs: list, capacity: float) -> list[float]:
-    """Out rates of ``inputs`` ((stream, hop) pairs of one class) at a resource with
-    ``capacity`` left for their class."""
+def arrivals_fit(inputs: list, capacity: float) -> bool:
+    """Whether ``inputs`` ((stream, hop) pairs of one class) hold no queue at a resource
+    with ``capacity`` left for their class and their arrivals fit in it: then each
+    passes what arrives, at most what it can take there (``min(arr, hop cap)``)."""
+    total = 0.0
     for f, k in inputs:
         if f.backlog[k] > 0.0:
-            break
-    else:  # no queue: while the arrivals fit, everything passes
-        if sum([f.arr[k] for f, k in inputs]) <= capacity * (1.0 + EPS):
-            return [min(f.arr[k], f.hop_caps[k]) for f, k in inputs]
+            return False
+        total += f.arr[k]  # in order (what sum() does with floats on Python 3.11)
+    return total <= capacity * (1.0 + EPS)
+
+
+def shared_rates(inputs: list, capacity: float) -> list[float]:
+    """Out rates of ``inputs`` when they do not simply pass (:func:`arrivals_fit` is
+    False): served in proportion to their arrival rates, each at most its limit."""
     out = [0.0] * len(inputs)
     free = []
     for i, (f, k) in enumerate(inputs):

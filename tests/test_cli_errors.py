@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from kernbench import native
 from kernbench.cli.main import main
 
 from .conftest import ROOT
@@ -154,6 +155,9 @@ def test_a_bug_inside_a_kernel_run_is_not_disguised_as_kernel_misuse(small_graph
     from kernbench.runtime_api import RuntimeContext
     from kernbench.sim_engine import GraphEngine
     from kernbench.triton_emu.kernel_runner import KernelError
+
+    if native.compiled():
+        pytest.skip("a compiled module calls busy_cycles directly: monkeypatching misses it")
 
     def broken(*_args, **_kwargs):
         raise ZeroDivisionError("injected")

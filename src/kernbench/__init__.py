@@ -6,3 +6,7 @@ higher ones.
 """
 
 __version__ = "0.1.0"
+
+from kernbench import native as _native
+
+_native.install()  # compiled twins of the hot modules, when built and fresh

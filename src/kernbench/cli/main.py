@@ -13,7 +13,7 @@ import os
 import sys
 import traceback
 
-from kernbench import __version__
+from kernbench import __version__, native
 from kernbench.cli import (
     allreduce_cmd,
     alltoall_cmd,
@@ -33,7 +33,7 @@ from kernbench.errors import KernbenchError
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kernbench", description="KernBench accelerator simulator")
-    parser.add_argument("--version", action="version", version=f"kernbench {__version__}")
+    parser.add_argument("--version", action="version", version=f"kernbench {__version__} ({native.status()})")
     sub = parser.add_subparsers(dest="command", required=True)
     for module in (bench_cmd, probe_cmd, topology_cmd, job_cmd, experiments_cmd, gemm_cmd,
                    allreduce_cmd, alltoall_cmd, attention_cmd, model_cmd, capacity_cmd, web_cmd):

@@ -143,19 +143,19 @@ class Fabric:
         bn_edge = min(edges, key=_bandwidth) if edges else None
         timelines = tuple([timeline(e.src, e.dst) for e in edges])
         wires = tuple([e.wire_ns for e in edges])
-        wire_ns = sum(wires)
+        wire_ns = sum(wires, 0.0)
         return RoutePlan(
             nodes=nodes,
             overheads=overheads,
             timelines=timelines,
             bws=bws,
             wires=wires,
-            overhead_ns=sum(overheads),
+            overhead_ns=sum(overheads, 0.0),
             wire_ns=wire_ns,
             bottleneck_gbs=bn_edge.bw_gbs if bn_edge else float("inf"),
             bottleneck_edge=(bn_edge.src, bn_edge.dst) if bn_edge else None,
             steps=tuple(zip((0.0, *overheads[1:-1]), timelines, bws, wires, strict=True)),
-            head_ns=wire_ns + sum(overheads[1:]),
+            head_ns=wire_ns + sum(overheads[1:], 0.0),
         )
 
     def book(self, plan: RoutePlan, nbytes: int, start: float, now: float,
@@ -173,7 +173,7 @@ class Fabric:
             return t + plan.head_ns, 0.0, 0.0, plan.bottleneck_gbs, ()
         wait = 0.0
         channel_ns = 0.0
-        waited = ()
+        waited: tuple = ()
         if hbm is not None and hbm_at_start:  # a read: the slice serves first
             delay, channel_ns = hbm.reserve(t, hbm_offset, nbytes, now)
             if delay:

@@ -196,7 +196,7 @@ class FairShare:
         if self.max_min:
             self._max_min(now, dirty, touched)
             return
-        queue = deque()
+        queue: deque[Resource] = deque()
         marked: set[Resource] = set()  # (resources hash by identity)
         for r in dirty:
             if r.inputs and r not in marked:  # a resource left without inputs has none to serve

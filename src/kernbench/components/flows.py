@@ -214,6 +214,7 @@ class FlowBuilder:
         sa, sb = nm.sip_of(a), nm.sip_of(b)
         if sa == sb:
             return self.router.route(scope_policy(a, b, "data"), a, b)[0]
+        assert sa is not None and sb is not None  # different SIPs: both are in one
         ha, hb = nm.io_node(sa, "io_noc"), nm.io_node(sb, "io_noc")
         return _join(self.router.route_to("sip_data", a, ha)[0],
                      self.router.route("data", ha, hb)[0],

@@ -53,7 +53,7 @@ def shared_rates(inputs: list, capacity: float) -> list[float]:
             free.append((i, weight, limit))
     left = capacity
     while free:
-        total = sum(w for _, w, _ in free)
+        total = sum((w for _, w, _ in free), 0.0)
         capped = [x for x in free if left * x[1] / total > x[2]]
         if not capped:
             for i, w, _ in free:

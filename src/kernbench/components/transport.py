@@ -42,7 +42,7 @@ class _Mailbox:
     def __init__(self) -> None:
         self.sent = 0  # sequence number of the next send
         self.next = 0  # sequence number of the next delivery
-        self.early: dict[int, tuple] = {}  # arrived before an earlier message
+        self.early: dict[int, Any] = {}  # arrived before an earlier message
         self.arrived: deque[tuple[float, Any]] = deque()  # delivered, not yet received
         self.posted: deque[Completion] = deque()  # receives waiting for a message
 
@@ -57,7 +57,7 @@ class Transport:
         self.fabric = fabric
         self.sharing = sharing
         self.fair = FairShare(env, sharing) if sharing != "fifo" else None
-        self._resources: dict[tuple[str, ...], tuple[Resource, ...]] = {}
+        self._resources: dict[tuple, tuple[Resource, ...]] = {}
         self._slices: dict[str, Resource] = {}
         self._links: dict[tuple[str, str], Resource] = {}
         self._mail: dict[Any, _Mailbox] = {}
@@ -95,18 +95,18 @@ class Transport:
             if seq is not None:
                 self._deliver(self._mail[mailbox], seq, payload)
 
-        if on_arrival is None and seq is None:
-            arrive = None  # nothing lands anywhere: no delivery to schedule
+        # nothing lands anywhere: no delivery to schedule
+        landing = None if on_arrival is None and seq is None else arrive
 
         if at < self.env.now * (1.0 - 1e-12):  # (float sums of delays may round below it)
             raise ValueError(f"cannot send into the past ({at} < now {self.env.now})")
         if self.fair is None:
             done = self._book(flow, at, vc, timing)
-            if arrive is not None:
-                self.schedule(max(done, self.env.now), lambda: arrive(done))
+            if landing is not None:
+                self.schedule(max(done, self.env.now), lambda: landing(done))
             return Completion(done, label=flow.kind)
         comp = Completion(label=flow.kind)
-        _FairSend(self, flow, vc, comp, arrive, timing).advance(0, at)
+        _FairSend(self, flow, vc, comp, landing, timing).advance(0, at)
         return comp
 
     def receive(self, mailbox: Any, label: str = "") -> Completion:
@@ -157,6 +157,7 @@ class Transport:
         t = at
         for _, nodes, nbytes, hbm_node, off, at_start, continues in flow.legs:
             plan = fabric.plan(nodes)
+            booked: tuple
             if vc == "ipcq" and nbytes:
                 end = fabric.book_ipcq(fabric.ipcq_route(nodes), nbytes, t, now)
                 booked = (end, 0.0, nbytes / plan.bottleneck_gbs, plan.bottleneck_gbs, ())
@@ -214,6 +215,7 @@ class _FairSend:
         """Run legs ``i..`` from ``t``: commands add latency, a data leg drains."""
         tr = self.transport
         fabric = tr.fabric
+        fair: FairShare = tr.fair  # type: ignore[assignment]  # set: a fair send
         legs = self.flow.legs
         while i < len(legs):
             _, nodes, nbytes, hbm_node, off, _, continues = legs[i]
@@ -244,7 +246,7 @@ class _FairSend:
             head = paid + plan.wire_ns
             lead = _lead_ns(plan, continues, hbm_node, hbm_first, cap)
             tail = head - lead
-            tr.fair.start((id(resources), hop_caps, self.cls, tail), resources, hop_caps,
+            fair.start((id(resources), hop_caps, self.cls, tail), resources, hop_caps,
                           nbytes, cap, self.cls, t + lead, tail,
                           lambda m, end, i=i, plan=plan, t0=t, cap=cap, tail=tail:
                           self._leg_done(i, m, t0, end, plan, cap, tail))
@@ -283,4 +285,4 @@ def _lead_ns(plan, continues: bool, hbm_node, hbm_first: bool, cap: float) -> fl
         return first if hbm_first else plan.overhead_ns - (0.0 if not continues else
                                                            plan.overheads[0]) + plan.wire_ns
     i = plan.bws.index(plan.bottleneck_gbs)
-    return first + sum(plan.wires[:i]) + sum(plan.overheads[1:i + 1])
+    return first + sum(plan.wires[:i], 0.0) + sum(plan.overheads[1:i + 1], 0.0)

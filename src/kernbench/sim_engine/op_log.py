@@ -9,7 +9,7 @@ intervals (for engine occupancy and stage breakdowns) are always kept.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,15 +37,16 @@ class OpRecord:
 def union_ns(starts: list[float], ends: list[float]) -> float:
     """Total time covered by possibly overlapping intervals."""
     total = 0.0
-    cur_s = cur_e = None
+    cur_s = cur_e = 0.0
+    started = False
     for s, e in sorted(zip(starts, ends, strict=True)):
-        if cur_e is None or s > cur_e:
-            if cur_e is not None:
+        if not started or s > cur_e:
+            if started:
                 total += cur_e - cur_s
-            cur_s, cur_e = s, e
+            cur_s, cur_e, started = s, e, True
         elif e > cur_e:
             cur_e = e
-    if cur_e is not None:
+    if started:
         total += cur_e - cur_s
     return total
 
@@ -86,7 +87,7 @@ class OpLogger:
             self._raw.append((t_start, t_end, component_id, op_kind, op_name, params))
 
     def record_runs(self, component_id: str, op_kind: str, op_name: str, stage: str, n: int,
-                    starts: list[float], ends: list[float]) -> None:
+                    starts: Sequence[float], ends: Sequence[float]) -> None:
         """Report ``n`` ops whose busy time is the union of the runs [starts, ends): the
         counts and stage statistics of :meth:`record` without one record per op (for
         planned composites, which run only when records are off)."""

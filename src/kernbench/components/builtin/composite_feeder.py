@@ -230,7 +230,7 @@ class CompositeFeeder:
     def _gemm_data(self, head: OpSpec, k_epi, o_epi, t_read: float, commits, tk) -> None:
         """Data mode of a planned GEMM: compute at ``t_read``, commit each output tile."""
         out, read, pe = head.out, self.ops.read, self.pe
-        box = {}
+        box: dict = {}
         self.ops.data_at(t_read, lambda: box.setdefault(
             "v", gemm_value(head, k_epi, o_epi, tk[0], read)))
         for t, m0, n0, m, n in commits:

@@ -108,6 +108,7 @@ class Planner:
         were planned before."""
         head = ops[g]
         a, b, out = head.operands["a"], head.operands["b"], head.out
+        assert out is not None  # a GEMM head always writes
         key = (g, tile_shape, head.extra["m"], head.extra["k"], head.extra["n"],
                head.extra.get("stationary", "b"), a.dtype,
                b.dtype, out.dtype, tuple(
@@ -133,13 +134,14 @@ class Planner:
         gemm_at = t
         head = ops[g]
         a, b, out = head.operands["a"], head.operands["b"], head.out
+        assert out is not None
         bpe = (dtype_bytes(a.dtype), dtype_bytes(b.dtype), dtype_bytes(out.dtype))
         epilogues = tile_epilogues(ops, g)
         held, shape = self.mapping(head, tile_shape)
         tiles, (_, tk, _), _ = self.gemm_tiles(head, shape)
         acc: tuple[dict, dict] = ({}, {})
         end = gemm_at
-        first_gemm = None
+        first_gemm: float | None = None
         commits = []
         for tile in tiles:
             _, g0, done = stages.gemm_tile(tile, gemm_at, 0.0, held, bpe, acc, epilogues)
@@ -157,6 +159,7 @@ class Planner:
         runs = {e: (tuple(x.timeline.starts), tuple(x.timeline.ends)) for e, x in engines.items()}
         busy = {e: x.busy_ns for e, x in engines.items()}
         counts = {e: x.ops for e, x in engines.items()}
+        assert first_gemm is not None  # a GEMM has at least one supertile
         return Plan(end, gemm_at, runs, busy, counts, names, tuple(steps), first_gemm,
                     tuple(commits), tk)
 

@@ -28,6 +28,10 @@ class Engine:
         self.ops += 1
         return start, start + occupancy
 
+    def idle_twin(self) -> Engine:
+        """A new engine with the same service rules, idle (a composite plan books on it)."""
+        return Engine(self.node_id, self.overhead_ns)
+
     @property
     def busy_ns(self) -> float:
         return self.timeline.busy_ns

@@ -17,6 +17,8 @@ O(1) and the timing equals stepping the CPU cycle by cycle.
 
 from __future__ import annotations
 
+from typing import Any
+
 from kernbench.components.builtin.dispatch import executes, executor_for
 from kernbench.components.builtin.hazards import access_ranges
 from kernbench.errors import KernelStateError
@@ -31,7 +33,7 @@ class PeCpu:
         self.clock_ghz = pe.spec.pe.clock_ghz
         self.cost = pe.cost_model
         self.t = 0.0
-        self.runner = None  # the program driver: wait(event, what), sleep_until(t, what)
+        self.runner: Any = None  # the program driver: wait(event, what), sleep_until(t, what)
         self._latest = 0.0
         self._open: list[Completion] = []
         self.commands = 0
@@ -99,7 +101,7 @@ class PeCpu:
     def wait(self, comp: Completion) -> None:
         if comp.done_at is None:
             self.runner.wait(comp.waitable(self.pe.env), waiting_text(comp))
-        self.t = max(self.t, comp.done_at)
+        self.t = max(self.t, comp.done_at)  # type: ignore[type-var,assignment]  # known after the wait
 
     def mark(self, label: str) -> None:
         """``tl.mark``: a zero-cost label at the CPU's current time (phase boundaries)."""
@@ -111,7 +113,7 @@ class PeCpu:
         for comp in self._open:
             if comp.done_at is None:
                 self.runner.wait(comp.waitable(self.pe.env), waiting_text(comp))
-            self._latest = max(self._latest, comp.done_at)
+            self._latest = max(self._latest, comp.done_at)  # type: ignore[type-var,assignment]
         self._open.clear()
         self.t = max(self.t, self._latest)
 
@@ -132,7 +134,7 @@ class PeCpu:
         for comp in raw + other:
             if comp.done_at is None:
                 self.runner.wait(comp.waitable(self.pe.env), f"{comp.label} completion")
-            t = max(t, comp.done_at)
+            t = max(t, comp.done_at)  # type: ignore[type-var,assignment]
         tracker.record([], written, Completion(t, label="init"))
         data = self.pe.data
         if data is not None:

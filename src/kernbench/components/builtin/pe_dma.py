@@ -84,7 +84,7 @@ def _move(pe, cmd, hbm, tcm, move, label: str, t_issue: float, deps) -> Completi
     done.label = label
     if pe.data is not None:
         # The source is sampled when the transfer starts and lands when it ends.
-        box = {}
+        box: dict = {}
         ops.data_at(start, lambda: box.setdefault("v", ops.read(cmd.src)))
         done.then(lambda c: ops.data_at(c.done_at, lambda: ops.write(cmd.dst, box["v"])))
     return done

@@ -28,6 +28,9 @@ class GemmEngine(Engine):
         self.fill_ns = gemm_array.drain_cycles(array) / clock_ghz
         self._busy: dict[tuple, float] = {}  # (m, k, n, stationary) -> ns; shapes repeat
 
+    def idle_twin(self) -> GemmEngine:
+        return GemmEngine(self.node_id, self.overhead_ns, self.array, self.clock_ghz)
+
     def busy_report(self) -> dict[str, float]:
         return {"gemm": self.busy_ns}
 
@@ -60,7 +63,7 @@ def execute_gemm(pe, cmd: GemmCmd, t_issue: float, deps) -> Completion:
     in_bytes = a.nbytes + b.nbytes + (out.nbytes if cmd.accumulate else 0)
     gemm = pe.gemm
     held = gemm_array.resolve(m, k, n, gemm.array, cmd.stationary)
-    params = {"m": m, "k": k, "n": n, "accumulate": cmd.accumulate}
+    params: dict = {"m": m, "k": k, "n": n, "accumulate": cmd.accumulate}
     if held != "b":
         params["stationary"] = held
     start, end = ops.compute_chain(

@@ -196,7 +196,7 @@ def execute_send(pe, cmd: IpcqSendCmd, t_issue: float, deps) -> Completion:
     q.sent += 1
     msg = _Message(slot, src.shape, src.dtype, nbytes)
     data = pe.data
-    box = {}
+    box: dict = {}
     if data is not None:  # the bytes as they are when the send starts (ADR: snapshot)
         data.at(t, lambda: box.setdefault("v", pe.data.read(src, pe.mmu)))
     store, addr = (data.store, q.slot_addrs[slot]) if data is not None else (None, 0)
@@ -295,7 +295,7 @@ def _received(pe, q: IpcqQueue, cmd: IpcqRecvCmd, msg: _Message, addr: int, star
                               "nbytes": msg.nbytes, "snapshot": data is not None,
                               "direction": cmd.direction}, "IPCQ")
     if data is not None:
-        box = {}
+        box: dict = {}
         dt = np_dtype(msg.dtype)
         data.at(start, lambda: box.setdefault(
             "v", data.store.read(q.space, addr, dst.shape, dt)))

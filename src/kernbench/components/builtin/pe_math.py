@@ -31,6 +31,9 @@ class MathEngine(Engine):
         super().__init__(node_id, overhead_ns)
         self.vector_width, self.clock_ghz = vector_width, clock_ghz
 
+    def idle_twin(self) -> MathEngine:
+        return MathEngine(self.node_id, self.overhead_ns, self.vector_width, self.clock_ghz)
+
     def busy_report(self) -> dict[str, float]:
         return {"math": self.busy_ns}
 

@@ -10,6 +10,8 @@ recipe names.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from kernbench.components.builtin.composite_feeder import CompositeFeeder
 from kernbench.components.builtin.hazards import AccessTracker
 from kernbench.components.builtin.pe_ops import PeOps
@@ -25,7 +27,7 @@ class PeScheduler:
         self.ops = PeOps(pe)
         self.feeder = CompositeFeeder(pe, self.ops, self.node_id)
 
-    def accept(self, t_issue: float, deps: list[Completion] = ()) -> float:
+    def accept(self, t_issue: float, deps: Sequence[Completion] = ()) -> float:
         """When a command handed over at ``t_issue`` may start: after the scheduler's
         own handling and after every dependency (whose end times are known)."""
         t = t_issue + self.overhead_ns

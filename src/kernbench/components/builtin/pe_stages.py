@@ -13,10 +13,6 @@ drift apart.
 
 from __future__ import annotations
 
-import copy
-
-from kernbench.components.busy_timeline import BusyTimeline
-
 FETCH, GEMM, MATH, STORE = "fetch", "gemm", "math", "store"
 # (engine, unit in the PE's ids, op kind, stage) of each engine a chain books
 STAGES = ((FETCH, "pe_fetch_store", "memory", "FETCH"), (GEMM, "pe_gemm", "gemm", "GEMM"),
@@ -54,17 +50,12 @@ class Stages:
         bookings are counted in ``names`` ({engine: {op name: count}}) only."""
         fs = pe.fetch_store
 
-        def fresh(engine):
-            twin = copy.copy(engine)
-            twin.timeline, twin.ops = BusyTimeline(), 0
-            return twin
-
         def report(engine, t0, t1, name, params=None):
             counts = names[engine]
             counts[name] = counts.get(name, 0) + 1
 
-        return cls(fresh(fs.fetch), fresh(pe.gemm), fresh(pe.math), fresh(fs.store),
-                   fs.port_bw_gbs, report)
+        return cls(fs.fetch.idle_twin(), pe.gemm.idle_twin(), pe.math.idle_twin(),
+                   fs.store.idle_twin(), fs.port_bw_gbs, report)
 
     def engines(self) -> dict:
         return {FETCH: self.fetch, GEMM: self.gemm, MATH: self.math, STORE: self.store}

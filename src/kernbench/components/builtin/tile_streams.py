@@ -135,7 +135,7 @@ class GemmStream:
         self.acc: tuple[dict, dict] = ({}, {})  # per accumulator: (array free, sums in)
         self.writes: list[Completion] = []
         self.end = t0
-        self.box = None  # data mode: the product's values
+        self.box: dict | None = None  # data mode: the product's values
 
     def run(self):
         """The loop (a generator run by the feeder's process); returns the end time."""
@@ -198,7 +198,8 @@ class GemmStream:
 
     def _compute_at(self, t: float) -> None:
         """Data mode: the product is read and computed when its first tile starts."""
-        box = self.box = {}
+        box: dict = {}
+        self.box = box
         (k_epi, o_epi), head, tk, read = self.epilogues, self.head, self.tk, self.ops.read
         self.ops.data_at(t, lambda: box.setdefault(
             "v", gemm_value(head, k_epi, o_epi, tk, read)))

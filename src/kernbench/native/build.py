@@ -1,0 +1,97 @@
+"""Compile the hot modules with mypyc: ``python -m kernbench.native.build [--force]``.
+
+The package's sources are copied to a scratch directory and the modules of
+``kernbench.native.MODULES`` compiled there (mypyc type-checks them first and stops on
+a type error), so the source tree never holds an extension that could shadow its
+``.py``. The extensions go to ``native/_build`` with a manifest: the source digest they
+were built from, the interpreter and mypy versions, and which file is which module.
+Nothing is done while the manifest matches the sources. Exit 1, with mypyc's log,
+if compiling fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.machinery
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from kernbench.native import BUILD, MANIFEST, MODULES, PACKAGE, read_manifest, source_digest
+
+_SUFFIXES = tuple(importlib.machinery.EXTENSION_SUFFIXES)
+
+
+def _module_of(rel: Path) -> str | None:
+    """The module an extension built at ``rel`` (relative to the scratch root) is."""
+    name = rel.name
+    for suffix in _SUFFIXES:
+        if name.endswith(suffix):
+            return ".".join((*rel.parent.parts, name[: -len(suffix)]))
+    return None
+
+
+def _compile(scratch: Path) -> dict[str, Path]:
+    """Run mypyc over MODULES in ``scratch``; {module: extension path in it}."""
+    shutil.copytree(PACKAGE, scratch / "kernbench",
+                    ignore=shutil.ignore_patterns("_build", "__pycache__"))
+    paths = [str(Path(*m.split(".")).with_suffix(".py")) for m in MODULES]
+    run = subprocess.run([sys.executable, "-m", "mypyc", "--ignore-missing-imports",
+                          "--follow-imports=silent", *paths], cwd=scratch, text=True,
+                         capture_output=True)
+    if run.returncode:
+        sys.stderr.write(run.stdout[-4000:] + run.stderr[-4000:])
+        raise SystemExit(f"native build: mypyc failed (exit {run.returncode}); "
+                         f"the simulator still runs as pure Python")
+    built = {}
+    for path in scratch.rglob("*"):
+        rel = path.relative_to(scratch)
+        module = _module_of(rel)
+        if module is not None and rel.parts[0] != "build":  # (mypyc's own build tree)
+            built[module] = rel
+    missing = sorted(set(MODULES) - set(built))
+    if missing:
+        raise SystemExit(f"native build: mypyc produced no extension for {missing}")
+    return built
+
+
+def build(force: bool = False) -> bool:
+    """Compile unless the last build matches the sources; True if it compiled."""
+    digest = source_digest()
+    manifest = read_manifest()
+    if not force and manifest is not None and manifest.get("digest") == digest:
+        return False
+    from mypy.version import __version__ as mypy_version
+
+    with tempfile.TemporaryDirectory(prefix="kernbench-native-") as tmp:
+        built = _compile(Path(tmp))
+        if BUILD.exists():
+            shutil.rmtree(BUILD)
+        BUILD.mkdir(parents=True)
+        files = {}
+        for module, rel in sorted(built.items()):
+            (BUILD / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(Path(tmp) / rel, BUILD / rel)
+            files[module] = str(rel)
+    manifest = {"digest": digest, "python": sys.version, "mypy": mypy_version,
+                "modules": list(MODULES), "files": files}
+    (BUILD / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--force", action="store_true", help="compile even if up to date")
+    args = parser.parse_args(argv)
+    if build(args.force):
+        print(f"native build: compiled {len(MODULES)} modules into {BUILD}")
+    else:
+        print("native build: up to date")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

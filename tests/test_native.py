@@ -1,0 +1,102 @@
+"""The compiled twins of the hot modules (``kernbench.native``): loaded only while they
+match the source, and giving byte for byte the results of pure Python.
+
+The README's test command builds the twins (``scripts/setup``), so the comparison runs
+in CI; after an edit to the package, it fails until the next build (a stale build is
+never used, so there is nothing compiled to compare).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+from kernbench import native
+
+from .conftest import ROOT
+
+MODELS = ROOT / "config" / "models"
+# CLI runs that cross the compiled modules: fair-shared links under contention (both
+# all-to-all algorithms, the ring all-reduce), causal ring prefill and decode attention,
+# one GEMM, composites, MoE and dense model steps (FIFO links)
+CASES = [
+    ["alltoall", "--topology", "sips3_ring", "--bytes-per-pe", "12288", "--json"],
+    ["alltoall", "--topology", "sips3_ring", "--algorithm", "a2a_direct", "--bytes-per-pe",
+     "12288", "--json"],
+    ["allreduce", "--topology", "sips3_ring", "--algorithm", "ring", "--bytes-per-pe", "65536",
+     "--json"],
+    ["attention", "--mode", "prefill", "--context", "1024", "--C", "4", "--P", "4", "--json"],
+    ["attention", "--mode", "decode", "--context", "16384", "--json"],
+    ["gemm", "--m", "512", "--k", "512", "--n", "512", "--json"],
+    ["run", "--bench", "gemm-composite"],
+    ["model", "--model", str(MODELS / "tiny-moe.yaml"), "--topology", "small_2x2", "--phase",
+     "decode", "--batch", "2", "--context", "64", "--moe-parallel", "ep", "--json"],
+    ["model", "--model", str(MODELS / "tiny-gqa.yaml"), "--topology", "small_2x2", "--phase",
+     "prefill", "--batch", "1", "--context", "128", "--set", "fabric.sharing=fifo", "--json"],
+]
+DRIVER = """
+import contextlib, io, json, sys
+import kernbench.native as native
+from kernbench.cli.main import main
+outputs = []
+for args in json.loads(sys.argv[1]):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(args)
+    outputs.append([code, out.getvalue()])
+print(json.dumps({"status": native.status(), "outputs": outputs}))
+"""
+
+
+def _run(pure: bool) -> dict:
+    env = {k: v for k, v in os.environ.items() if k != native.PURE_ENV}
+    if pure:
+        env[native.PURE_ENV] = "1"
+    proc = subprocess.run([sys.executable, "-c", DRIVER, json.dumps(CASES)], env=env,
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout)
+
+
+def test_compiled_twins_give_the_results_of_pure_python():
+    with ThreadPoolExecutor(2) as pool:
+        compiled, pure = pool.map(_run, (False, True))
+    assert pure["status"] == f"pure: {native.PURE_ENV}=1"
+    assert compiled["status"].startswith("compiled"), (
+        f"the compiled twins were not used ({compiled['status']}): run scripts/setup")
+    for args, c, p in zip(CASES, compiled["outputs"], pure["outputs"], strict=True):
+        assert c[0] == p[0] == 0, args
+        assert c[1] == p[1], f"compiled and pure Python differ on: kernbench {' '.join(args)}"
+
+
+def test_the_twins_load_only_while_the_digest_matches(tmp_path):
+    """A build whose digest is not the sources' is ignored; so is one asked off."""
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "a.py").write_text("x = 1\n")
+    before = native.source_digest(package)
+    (package / "a.py").write_text("x = 2\n")
+    assert native.source_digest(package) != before
+
+    build = tmp_path / "build"
+    build.mkdir()
+    stale = {"digest": before, "mypy": "x", "modules": [], "files": {"m": "m.so"}}
+    (build / native.MANIFEST).write_text(json.dumps(stale))
+    assert native.decide(build, package, {}) == ("pure: the sources changed since the last "
+                                                "build (scripts/setup rebuilds)", None)
+    fresh = dict(stale, digest=native.source_digest(package))
+    (build / native.MANIFEST).write_text(json.dumps(fresh))
+    status, files = native.decide(build, package, {})
+    assert status.startswith("compiled") and files == {"m": build / "m.so"}
+    assert native.decide(build, package, {native.PURE_ENV: "1"})[1] is None
+    assert native.decide(tmp_path / "none", package, {})[1] is None
+
+
+def test_the_build_holds_every_listed_module():
+    manifest = native.read_manifest()
+    assert manifest is not None, "no native build: run scripts/setup"
+    assert manifest["modules"] == list(native.MODULES)
+    assert set(native.MODULES) <= set(manifest["files"])

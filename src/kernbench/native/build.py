@@ -66,19 +66,22 @@ def build(force: bool = False) -> bool:
         return False
     from mypy.version import __version__ as mypy_version
 
+    staged = BUILD.with_name(BUILD.name + ".new")  # filled first: a job never sees half
+    if staged.exists():
+        shutil.rmtree(staged)
     with tempfile.TemporaryDirectory(prefix="kernbench-native-") as tmp:
         built = _compile(Path(tmp))
-        if BUILD.exists():
-            shutil.rmtree(BUILD)
-        BUILD.mkdir(parents=True)
         files = {}
         for module, rel in sorted(built.items()):
-            (BUILD / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(Path(tmp) / rel, BUILD / rel)
+            (staged / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(Path(tmp) / rel, staged / rel)
             files[module] = str(rel)
     manifest = {"digest": digest, "python": sys.version, "mypy": mypy_version,
                 "modules": list(MODULES), "files": files}
-    (BUILD / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    (staged / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    if BUILD.exists():
+        shutil.rmtree(BUILD)
+    staged.rename(BUILD)
     return True
 
 

@@ -23,7 +23,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="write every rank's input and output (needs --data)")
     p.add_argument("--json", action="store_true", help="print one JSON document instead")
     p.add_argument("--trace", metavar="OUT.json", help="write a Chrome/Perfetto timeline")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, exit_at_once=True)
 
 
 def run(args: argparse.Namespace) -> int:

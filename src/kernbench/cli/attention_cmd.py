@@ -39,7 +39,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                                                      "(needs --data)")
     p.add_argument("--json", action="store_true", help="print one JSON document instead")
     p.add_argument("--trace", metavar="OUT.json", help="write a Chrome/Perfetto timeline")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, exit_at_once=True)
 
 
 DEFAULT_C = {"decode": 2, "prefill": 8}

@@ -19,7 +19,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--stationary", default="b",
                    help="operand the array holds: b (weights) | a | auto (the cheaper)")
     p.add_argument("--json", action="store_true", help="print one JSON document instead")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, exit_at_once=True)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -9,6 +9,7 @@ exit status is 1 (docs/adr/0018-honest-errors.md).
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sys
 import traceback
@@ -46,11 +47,16 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def cli() -> None:
-    """The ``kernbench`` executable. A command that sets ``exit_at_once`` (``job``:
-    its output is written and flushed) leaves without tearing down its heap, which
-    for a large simulation costs seconds of freeing objects one by one."""
+    """The ``kernbench`` executable. A command that sets ``exit_at_once`` (``job`` and
+    the simulation commands: their outputs are written and closed when they return)
+    runs with the cyclic collector off and leaves without tearing down its heap: the
+    collector only rescans a simulation's long-lived objects, and freeing them one by
+    one at exit costs seconds (docs/adr/0031-graph-shared-state-and-job-exit.md)."""
     args = build_parser().parse_args()
     args.standalone = True  # the process ends with this command (see ``job``)
+    if getattr(args, "exit_at_once", False):
+        gc.freeze()
+        gc.disable()
     rc = _dispatch(args)
     if getattr(args, "exit_at_once", False):
         sys.stdout.flush()

@@ -53,7 +53,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the random weights (--data)")
     p.add_argument("--dump", metavar="OUT.npz", help="write x, the weights, the KV caches and "
                                                      "out (needs --data)")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, exit_at_once=True)
 
 
 def check_fit(model, spec, batch: int, context: int) -> None:

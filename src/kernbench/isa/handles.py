@@ -87,7 +87,7 @@ class TensorHandle:
     """
 
     __slots__ = ("id", "addr", "shape", "dtype", "space", "pinned", "row_stride",
-                 "transposed", "pending", "_nbytes", "_range")
+                 "transposed", "pending", "_numel", "_nbytes", "_range")
 
     def __init__(self, id: str, addr: int, shape: tuple[int, ...], dtype: str, space: str,
                  pinned: bool, row_stride: int | None = None, transposed: bool = False,
@@ -101,6 +101,7 @@ class TensorHandle:
         self.row_stride = row_stride
         self.transposed = transposed
         self.pending = pending
+        self._numel = -1
         self._nbytes = -1
         self._range: tuple[str, int, int] | None = None
 
@@ -108,12 +109,15 @@ class TensorHandle:
     def nbytes(self) -> int:
         nb = self._nbytes
         if nb < 0:  # computed once: shape and dtype never change
-            nb = self._nbytes = numel(self.shape) * dtype_bytes(self.dtype)
+            nb = self._nbytes = self.numel * dtype_bytes(self.dtype)
         return nb
 
     @property
     def numel(self) -> int:
-        return numel(self.shape)
+        n = self._numel
+        if n < 0:  # computed once, like nbytes
+            n = self._numel = numel(self.shape)
+        return n
 
     def byte_range(self) -> tuple[str, int, int]:
         """(space, start, end) of the bytes this view may touch (a strided 2-D view

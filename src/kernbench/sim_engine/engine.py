@@ -32,32 +32,29 @@ from kernbench.sim_engine.op_log import OpLogger
 from kernbench.topology.graph import TopologyGraph
 
 _SPACE = {UnitType.PE: "tcm", UnitType.SRAM: "sram", UnitType.MCPU: "mcpu"}
-GC_YOUNG_THRESHOLD = 50_000
-
-
 @contextmanager
 def quiet_collector():
-    """Run the event loop with Python's cyclic collector at a lower duty.
+    """Run the event loop with Python's cyclic collector off.
 
-    The loop allocates many short-lived containers; with the default gen-0
-    threshold (700) the collector ran every few transfers and spent ~30 % of
-    the run re-scanning the topology, the route caches and the growing op log
-    (measured in benchmarks/engine_speed.py). Objects that exist when the run
-    starts are frozen (never scanned during it) and young collections happen
-    every ``GC_YOUNG_THRESHOLD`` allocations; cycles are still collected, and
-    the previous settings are restored afterwards.
+    The loop allocates many short-lived containers, and almost all of them are
+    freed by reference counting; the collector found little to free but spent
+    10-25 % of a run re-scanning the topology, the route caches and the growing
+    op log (benchmarks/pe_speed.py, measured with and without it). Afterwards
+    everything the run left joins the oldest generation unscanned (``freeze``
+    then ``unfreeze``: otherwise the first young collection would scan millions
+    of survivors at once), and the collector is on again, so cycles made during
+    the run are collected by a later full collection.
     """
     if not gc.isenabled():  # the caller owns collection (``kernbench job`` runs without it)
         yield
         return
-    old = gc.get_threshold()
-    gc.freeze()
-    gc.set_threshold(max(old[0], GC_YOUNG_THRESHOLD), old[1], old[2])
+    gc.disable()
     try:
         yield
     finally:
-        gc.set_threshold(*old)
+        gc.freeze()
         gc.unfreeze()
+        gc.enable()
 
 
 class _GraphState(NamedTuple):

@@ -8,10 +8,13 @@ intervals (for engine occupancy and stage breakdowns) are always kept.
 
 from __future__ import annotations
 
+from array import array
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from kernbench.topology import naming as nm
 
@@ -34,20 +37,31 @@ class OpRecord:
         return self.t_end - self.t_start
 
 
-def union_ns(starts: list[float], ends: list[float]) -> float:
+def merged_intervals(starts: Sequence[float], ends: Sequence[float]) -> list[tuple[float, float]]:
+    """Possibly overlapping intervals [start, end) as disjoint ones, sorted; intervals
+    that touch join. The merge is vectorised (a long prefill logs millions of stage
+    intervals); it takes each group's first start and its largest end, as a scan in
+    start order would, so the values are the same floats."""
+    if not starts:
+        return []
+    s = np.asarray(starts, dtype=np.float64)
+    e = np.asarray(ends, dtype=np.float64)
+    order = np.argsort(s, kind="stable")
+    s, e = s[order], e[order]
+    reach = np.maximum.accumulate(e)  # the furthest end so far
+    opens = np.empty(len(s), dtype=bool)
+    opens[0] = True
+    np.greater(s[1:], reach[:-1], out=opens[1:])  # starts after everything before it
+    first = np.flatnonzero(opens)
+    last = np.append(first[1:] - 1, len(s) - 1)
+    return list(zip(s[first].tolist(), reach[last].tolist(), strict=True))
+
+
+def union_ns(starts: Sequence[float], ends: Sequence[float]) -> float:
     """Total time covered by possibly overlapping intervals."""
     total = 0.0
-    cur_s = cur_e = 0.0
-    started = False
-    for s, e in sorted(zip(starts, ends, strict=True)):
-        if not started or s > cur_e:
-            if started:
-                total += cur_e - cur_s
-            cur_s, cur_e, started = s, e, True
-        elif e > cur_e:
-            cur_e = e
-    if started:
-        total += cur_e - cur_s
+    for s, e in merged_intervals(starts, ends):
+        total += e - s
     return total
 
 
@@ -64,8 +78,10 @@ class OpLogger:
         self._sorted = True
         self._last_start = float("-inf")
         self.counts: Counter[str] = Counter()
-        self._stage: dict[tuple[str, str], tuple[list[float], list[float]]] = {}
-        self._lists: dict[tuple[str, str], tuple[list[float], list[float]]] = {}
+        # per (PE or component, stage): the starts and ends of its busy intervals, as
+        # doubles (a long run logs millions: an array holds no float objects)
+        self._stage: dict[tuple[str, str], tuple[array, array]] = {}
+        self._lists: dict[tuple[str, str], tuple[array, array]] = {}
 
     def record(self, t_start: float, t_end: float, component_id: str, op_kind: str,
                op_name: str, params: dict[str, Any] | Callable[[], dict] | None = None,
@@ -102,13 +118,13 @@ class OpLogger:
         lists[0].extend(starts)
         lists[1].extend(ends)
 
-    def _stage_lists(self, component_id: str, stage: str) -> tuple[list[float], list[float]]:
+    def _stage_lists(self, component_id: str, stage: str) -> tuple[array, array]:
         """Busy intervals of ``stage`` of the PE (or component) owning ``component_id``."""
         pe = nm.pe_of(component_id)
         owner = nm.pe_prefix(*pe) if pe else component_id
         lists = self._stage.get((owner, stage))
         if lists is None:
-            lists = self._stage[(owner, stage)] = ([], [])
+            lists = self._stage[(owner, stage)] = (array("d"), array("d"))
         self._lists[(component_id, stage)] = lists
         return lists
 
@@ -131,15 +147,17 @@ class OpLogger:
     def stage_intervals(self, owner: str, stage: str) -> list[tuple[float, float]]:
         """The busy intervals of one stage of one PE (e.g. "sip0.cube0.pe0", "GEMM"),
         merged and sorted."""
-        starts, ends = self._stage.get((owner, stage), ([], []))
-        out: list[tuple[float, float]] = []
-        for s, e in sorted(zip(starts, ends, strict=True)):
-            if out and s <= out[-1][1]:
-                if e > out[-1][1]:
-                    out[-1] = (out[-1][0], e)
-            else:
-                out.append((s, e))
-        return out
+        return self.busy_intervals(owner, (stage,))
+
+    def busy_intervals(self, owner: str, stages: Sequence[str]) -> list[tuple[float, float]]:
+        """When any of ``stages`` of one PE was busy: their intervals merged and sorted."""
+        starts, ends = array("d"), array("d")
+        for stage in stages:
+            lists = self._stage.get((owner, stage))
+            if lists is not None:
+                starts += lists[0]
+                ends += lists[1]
+        return merged_intervals(starts, ends)
 
     def stage_busy(self) -> dict[str, dict[str, float]]:
         """{owner: {stage: busy ns (union of that stage's intervals)}}, sorted."""

@@ -115,6 +115,14 @@ class CompositeFeeder:
 
     def _record(self, cmd: CompositeCmd, g: int | None, t0: float, end: float) -> None:
         head = cmd.ops[g] if g is not None else cmd.ops[0]
+        log = self.pe.op_log
+        params = self._params(cmd, head, g) if log.keep_records else None  # (kept only then)
+        log.record(t0, end, self.node_id, "gemm" if g is not None else "math",
+                   f"composite_{head.kind}", params, "COMPOSITE")
+
+    @staticmethod
+    def _params(cmd: CompositeCmd, head: OpSpec, g: int | None) -> dict:
+        """The composite's record parameters."""
         out = head.out
         params = {"ops": [op.kind for op in cmd.ops], "logical_bytes": cmd.logical_bytes,
                   "out_addr": out.addr if out is not None else None,
@@ -124,8 +132,7 @@ class CompositeFeeder:
             params.update(m=head.extra["m"], k=head.extra["k"], n=head.extra["n"],
                           src_a_addr=a.addr, src_b_addr=b.addr, src_a_space=a.space,
                           src_b_space=b.space, dtype_in=a.dtype)
-        self.pe.op_log.record(t0, end, self.node_id, "gemm" if g is not None else "math",
-                              f"composite_{head.kind}", params, "COMPOSITE")
+        return params
 
     def _after_head(self, op: OpSpec, out, t: float) -> float:
         """A KERNEL-scope op after the head: a recipe op, or an epilogue over the whole

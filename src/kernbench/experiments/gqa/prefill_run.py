@@ -65,18 +65,9 @@ def exposed_wait(marks, busy: list[tuple[float, float]]) -> float:
 
 
 def _compute_busy(engine, coord) -> list[tuple[float, float]]:
-    owner = engine.pe(*coord).prefix
-    log = engine.op_log
-    merged: list[tuple[float, float]] = []
     # a composite's span counts whole: its GEMM results drain between engine bookings
-    spans = [iv for stage in ("COMPOSITE", "FETCH", "GEMM", "MATH", "STORE")
-             for iv in log.stage_intervals(owner, stage)]
-    for s, e in sorted(spans):
-        if merged and s <= merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(merged[-1][1], e))
-        else:
-            merged.append((s, e))
-    return merged
+    return engine.op_log.busy_intervals(engine.pe(*coord).prefix,
+                                        ("COMPOSITE", "FETCH", "GEMM", "MATH", "STORE"))
 
 
 def validate(spec, context: int, users: int, C: int, P: int, q_rows: int, tile: int,

@@ -256,15 +256,15 @@ class FlowBuilder:
 
     def command(self, *stops: str) -> FlowSpec:
         """A zero-byte control message through ``stops`` (command links allowed)."""
-        def leg(a: str, b: str) -> tuple[str, ...]:
-            # toward a hub (the host, an IO CPU) many sources share one backward search
-            hub = b == nm.HOST or b.endswith(".io_cpu")
-            find = self.router.route_to if hub else self.router.route
-            return find(command_policy(a, b), a, b)[0]
-
         (path,) = self._cached(("command", stops), lambda: (_join(*(
-            leg(a, b) for a, b in zip(stops, stops[1:], strict=False))),))
+            self._command_route(a, b) for a, b in zip(stops, stops[1:], strict=False))),))
         return FlowSpec("command", path[0], 0, (self._command_leg(path),), path[0], path[-1])
+
+    def _command_route(self, a: str, b: str) -> tuple[str, ...]:
+        # toward a hub (the host, an IO CPU) many sources share one backward search
+        hub = b == nm.HOST or b.endswith(".io_cpu")
+        find = self.router.route_to if hub else self.router.route
+        return find(command_policy(a, b), a, b)[0]
 
     def mcpu_dma_write(self, sip: int, cube: int, dst: PhysAddr, nbytes: int) -> FlowSpec:
         """M_CPU pushes ``nbytes`` from its local memory to ``dst``."""

@@ -47,6 +47,26 @@ class _Mailbox:
         self.posted: deque[Completion] = deque()  # receives waiting for a message
 
 
+class _Landing:
+    """What a send does when its last byte arrives: its callback, then its delivery to
+    the mailbox in send order. (An object, not a closure: compiled, a closure that
+    another closure calls stays in a reference cycle with its frame.)"""
+
+    __slots__ = ("transport", "on_arrival", "mailbox", "seq", "payload")
+
+    def __init__(self, transport: Transport, on_arrival: Callable[[], None] | None,
+                 mailbox: Any, seq: int | None, payload: Any) -> None:
+        self.transport, self.on_arrival = transport, on_arrival
+        self.mailbox, self.seq, self.payload = mailbox, seq, payload
+
+    def __call__(self, t: float) -> None:
+        if self.on_arrival is not None:
+            self.on_arrival()
+        if self.seq is not None:
+            tr = self.transport
+            tr._deliver(tr._mail[self.mailbox], self.seq, self.payload)
+
+
 class Transport:
     """Sends flows over one engine's fabric under the topology's sharing policy."""
 
@@ -89,14 +109,9 @@ class Transport:
             seq, box.sent = box.sent, box.sent + 1
             self.messages += 1
 
-        def arrive(t: float) -> None:
-            if on_arrival is not None:
-                on_arrival()
-            if seq is not None:
-                self._deliver(self._mail[mailbox], seq, payload)
-
         # nothing lands anywhere: no delivery to schedule
-        landing = None if on_arrival is None and seq is None else arrive
+        landing = None if on_arrival is None and seq is None else _Landing(
+            self, on_arrival, mailbox, seq, payload)
 
         if at < self.env.now * (1.0 - 1e-12):  # (float sums of delays may round below it)
             raise ValueError(f"cannot send into the past ({at} < now {self.env.now})")

@@ -178,6 +178,45 @@ def _message_flow(services, q: IpcqQueue, nbytes: int) -> FlowSpec:
     return flow
 
 
+class _Send:
+    """One message on its way: sent when simulated time reaches its start, landed in
+    the receiver's slot on arrival. (A small object rather than closures: compiled,
+    closures that call each other keep their frame alive in a reference cycle, which
+    a run without the cyclic collector would only free at its end.)"""
+
+    __slots__ = ("pe", "cmd", "q", "t", "flow", "msg", "box", "store", "addr")
+
+    def __init__(self, pe, cmd: IpcqSendCmd, q: IpcqQueue, t: float, flow: FlowSpec,
+                 msg: _Message) -> None:
+        """Snapshot the source (data mode) at ``t``, the send's start."""
+        self.pe, self.cmd, self.q, self.t, self.flow, self.msg = pe, cmd, q, t, flow, msg
+        self.box: dict = {}
+        data = pe.data
+        if data is not None:  # the bytes as they are when the send starts (ADR: snapshot)
+            src, box = cmd.src, self.box
+            data.at(t, lambda: box.setdefault("v", pe.data.read(src, pe.mmu)))
+        self.store = data.store if data is not None else None
+        self.addr = q.slot_addrs[msg.slot] if data is not None else 0
+
+    def land(self) -> None:
+        self.msg.arrival = self.pe.network.now()
+        if self.store is not None:
+            self.store.write(self.q.space, self.addr,
+                             np.ascontiguousarray(self.box["v"]).reshape(-1).view(np.uint8))
+
+    def send(self) -> Completion:
+        pe, q, t, msg = self.pe, self.q, self.t, self.msg
+        unit, direction, nbytes, slot = pe.ipcq, self.cmd.direction, msg.nbytes, msg.slot
+        sent = pe.network.send(self.flow, t, "ipcq", mailbox=q, payload=msg,
+                               on_arrival=self.land)
+        sent.then(lambda c: pe.op_log.record(
+            t, c.done_at, unit.node_id, "memory", "ipcq_send",
+            lambda: {"direction": direction, "dst": nm.pe_prefix(*q.dst), "nbytes": nbytes,
+                     "slot": slot}, "IPCQ"))
+        sent.label = "send"
+        return sent
+
+
 @executes(IpcqSendCmd)
 def execute_send(pe, cmd: IpcqSendCmd, t_issue: float, deps) -> Completion:
     """Take a credit (blocking), snapshot the source, send the message, land it in a slot."""
@@ -190,40 +229,19 @@ def execute_send(pe, cmd: IpcqSendCmd, t_issue: float, deps) -> Completion:
         t = max(t, pe.env.now)
     src = cmd.src
     nbytes = src.nbytes
-    network = pe.network
     flow = _message_flow(pe.services, q, nbytes)
     slot = q.sent % q.cfg.slots
     q.sent += 1
-    msg = _Message(slot, src.shape, src.dtype, nbytes)
-    data = pe.data
-    box: dict = {}
-    if data is not None:  # the bytes as they are when the send starts (ADR: snapshot)
-        data.at(t, lambda: box.setdefault("v", pe.data.read(src, pe.mmu)))
-    store, addr = (data.store, q.slot_addrs[slot]) if data is not None else (None, 0)
-
-    def land() -> None:
-        msg.arrival = network.now()
-        if store is not None:
-            store.write(q.space, addr, np.ascontiguousarray(box["v"]).reshape(-1).view(np.uint8))
-
-    def send() -> Completion:
-        sent = network.send(flow, t, "ipcq", mailbox=q, payload=msg, on_arrival=land)
-        sent.then(lambda c: pe.op_log.record(
-            t, c.done_at, unit.node_id, "memory", "ipcq_send",
-            lambda: {"direction": cmd.direction, "dst": nm.pe_prefix(*q.dst), "nbytes": nbytes,
-                     "slot": slot}, "IPCQ"))
-        sent.label = "send"
-        return sent
-
+    message = _Send(pe, cmd, q, t, flow, _Message(slot, src.shape, src.dtype, nbytes))
     if t <= pe.env.now:
         # a kernel that runs behind simulated time (it waited for a result that became
         # known late) sends now: the fabric has moved on, as for its DMAs (pe_dma)
-        t = pe.env.now
-        return send()
+        message.t = pe.env.now
+        return message.send()
     # send when simulated time reaches it (the fabric sees sends in time order) while
     # the kernel runs on: no switch to SimPy and back per message
     comp = Completion(event=pe.env.event(), label="send")
-    network.schedule(t, lambda: send().then(lambda c: comp.complete(c.done_at)))
+    pe.network.schedule(t, lambda: message.send().then(lambda c: comp.complete(c.done_at)))
     return comp
 
 
@@ -238,18 +256,20 @@ def execute_recv(pe, cmd: IpcqRecvCmd, t_issue: float, deps) -> Completion:
     if got.done_at is not None:
         return _take(pe, q, cmd, got.value, t)
     comp = Completion(event=pe.env.event(), label=q.message_label)
-
-    def on_message(g: Completion) -> None:
-        try:
-            copied = _take(pe, q, cmd, g.value, t)
-        except KernelMisuse as exc:
-            comp.fail(exc)
-            return
-        # wakes the kernel once copied; its clock moves on to the copy's end
-        copied.then(lambda c: comp.complete(c.done_at))
-
-    got.then(on_message)
+    got.then(lambda g: _on_message(pe, q, cmd, t, comp, g.value))
     return comp
+
+
+def _on_message(pe, q: IpcqQueue, cmd: IpcqRecvCmd, t: float, comp: Completion,
+                msg: _Message) -> None:
+    """A posted receive's message arrived: copy it, then wake the kernel (its clock
+    moves on to the copy's end)."""
+    try:
+        copied = _take(pe, q, cmd, msg, t)
+    except KernelMisuse as exc:
+        comp.fail(exc)
+        return
+    copied.then(lambda c: comp.complete(c.done_at))
 
 
 def _take(pe, q: IpcqQueue, cmd: IpcqRecvCmd, msg: _Message, t: float) -> Completion:

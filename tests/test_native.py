@@ -100,3 +100,34 @@ def test_the_build_holds_every_listed_module():
     assert manifest is not None, "no native build: run scripts/setup"
     assert manifest["modules"] == list(native.MODULES)
     assert set(native.MODULES) <= set(manifest["files"])
+
+
+CYCLES = """
+import gc, json
+from pathlib import Path
+import kernbench.native as native
+from kernbench.experiments.gqa.prefill_run import run_prefill
+from kernbench.topology import load_topology
+graph = load_topology(Path("config/topologies/default.yaml"))
+gc.collect()
+gc.disable()
+run = run_prefill(graph, 1024, C=4, P=4)  # kept: the engine and its state are not garbage
+gc.set_debug(gc.DEBUG_SAVEALL)
+gc.collect()
+kinds = sorted({type(o).__name__ for o in gc.garbage})
+print(json.dumps({"status": native.status(), "garbage": len(gc.garbage), "kinds": kinds}))
+"""
+
+
+def test_a_compiled_run_leaves_no_reference_cycles():
+    """Runs keep the cyclic collector off (``quiet_collector``, ``kernbench job``), so
+    what an op leaves in a reference cycle stays until the run ends. Compiled, a closure
+    that another closure calls keeps its frame in such a cycle: a causal ring prefill
+    (IPCQ sends and receives on fair-shared links) must leave none."""
+    env = {k: v for k, v in os.environ.items() if k != native.PURE_ENV}
+    proc = subprocess.run([sys.executable, "-c", CYCLES], env=env, cwd=ROOT,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(proc.stdout)
+    assert got["status"].startswith("compiled"), f"not compiled: {got['status']}"
+    assert got["garbage"] == 0, f"objects left in reference cycles: {got['kinds']}"

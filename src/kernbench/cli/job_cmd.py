@@ -24,33 +24,24 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import gc
     import resource
     import sys
     import time
 
     from kernbench.experiments.job import run_job
     from kernbench.fileio import dumps_pretty, write_atomic
+    from kernbench.sim_engine.engine import quiet_collector
 
     start = time.perf_counter()
     slice_ = check_args(args)
-    # A job is one short-lived process whose objects (engines, timelines, op logs) live
-    # until it exits; the cyclic collector only rescans them (about a tenth of the run
-    # time, and no memory back: peak RSS is unchanged without it). Run as its own
-    # process, the job leaves with the collector off and skips the teardown; called
-    # in-process (tests, tools), it leaves the collector as it found it.
-    collecting = gc.isenabled()
-    gc.freeze()
-    gc.disable()
-    try:
+    # The whole job runs with the cyclic collector off, its batch points included
+    # (experiments/job.py collects between them). Run as its own process, ``cli``
+    # turned it off already and the process leaves without a teardown; called
+    # in-process (tests, tools), the collector is on again afterwards.
+    with quiet_collector():
         record = run_job(args.experiment, args.topology_id, args.topology_file,
                          args.workload_id, args.variant_id, slice_)
         write_atomic(Path(args.out), dumps_pretty(record))
-    finally:
-        if not getattr(args, "standalone", False):
-            gc.unfreeze()
-            if collecting:
-                gc.enable()
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
     print(f"kernbench job: wrote {args.out} in {time.perf_counter() - start:.3f} s, "
           f"peak_rss_mb={peak_mb:.1f}", file=sys.stderr)

@@ -53,7 +53,6 @@ def cli() -> None:
     collector only rescans a simulation's long-lived objects, and freeing them one by
     one at exit costs seconds (docs/adr/0031-graph-shared-state-and-job-exit.md)."""
     args = build_parser().parse_args()
-    args.standalone = True  # the process ends with this command (see ``job``)
     if getattr(args, "exit_at_once", False):
         gc.freeze()
         gc.disable()

@@ -32,6 +32,8 @@ from kernbench.sim_engine.op_log import OpLogger
 from kernbench.topology.graph import TopologyGraph
 
 _SPACE = {UnitType.PE: "tcm", UnitType.SRAM: "sram", UnitType.MCPU: "mcpu"}
+
+
 @contextmanager
 def quiet_collector():
     """Run the event loop with Python's cyclic collector off.
@@ -45,7 +47,7 @@ def quiet_collector():
     of survivors at once), and the collector is on again, so cycles made during
     the run are collected by a later full collection.
     """
-    if not gc.isenabled():  # the caller owns collection (``kernbench job`` runs without it)
+    if not gc.isenabled():  # the caller owns collection (a ``kernbench`` simulation command)
         yield
         return
     gc.disable()

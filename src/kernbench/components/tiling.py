@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,8 +62,11 @@ def n_group(n_tiles: int, tile_m: int, tile_n: int, acc_budget_bytes: int,
     return max(1, min(n_tiles, acc_budget_bytes // per_tile))
 
 
+@lru_cache(maxsize=256)
 def gemm_tiles(M: int, K: int, N: int, tile_m: int, tile_k: int, tile_n: int,
-               group: int) -> list[GemmTile]:
+               group: int) -> tuple[GemmTile, ...]:
+    """The supertile walk, in loop order. Cached: a kernel issues the same shapes over
+    and over, and the tiles are immutable."""
     mt, kt, nt = math.ceil(M / tile_m), math.ceil(K / tile_k), math.ceil(N / tile_n)
     tiles: list[GemmTile] = []
     for mi in range(mt):
@@ -78,7 +82,7 @@ def gemm_tiles(M: int, K: int, N: int, tile_m: int, tile_k: int, tile_n: int,
                     tiles.append(GemmTile(mi, ni, ki, m0, k0, n0, m, k, min(tile_n, N - n0),
                                           load_a=(j == 0), first_k=(ki == 0),
                                           last_k=(ki == kt - 1)))
-    return tiles
+    return tuple(tiles)
 
 
 def tile_count(M: int, K: int, N: int, tile_m: int, tile_k: int, tile_n: int) -> int:

@@ -53,6 +53,8 @@ MODULES = (
     "kernbench.components.builtin.pe_scheduler",
     "kernbench.components.builtin.pe_stages",
     "kernbench.components.builtin.tile_streams",
+    "kernbench.components.tiling",
+    "kernbench.policy.address.mmu",
     "kernbench.sim_engine.op_log",
 )
 PACKAGE = Path(__file__).resolve().parents[1]  # src/kernbench

@@ -65,6 +65,75 @@ def union_ns(starts: Sequence[float], ends: Sequence[float]) -> float:
     return total
 
 
+class StageLog:
+    """The busy intervals of one stage of one PE, as doubles (a long run logs millions).
+
+    An interval that starts inside the last one added (touching its end included)
+    joins it instead of being stored: every reader merges the intervals anyway
+    (:func:`merged_intervals`), and the merged result -- each group's first start
+    and largest end -- is the same floats either way. Back-to-back tiles on an
+    engine therefore cost one stored interval, not one each.
+    """
+
+    __slots__ = ("starts", "ends", "_s", "_e", "_open")
+
+    def __init__(self) -> None:
+        self.starts = array("d")
+        self.ends = array("d")
+        self._s = 0.0  # the interval still growing, when _open
+        self._e = 0.0
+        self._open = False
+
+    def add(self, s: float, e: float) -> None:
+        if self._open:
+            if self._s <= s <= self._e:
+                if e > self._e:
+                    self._e = e
+                return
+            self.starts.append(self._s)
+            self.ends.append(self._e)
+        self._s = s
+        self._e = e
+        self._open = True
+
+    def extend(self, starts: Sequence[float], ends: Sequence[float]) -> None:
+        for s, e in zip(starts, ends, strict=True):
+            self.add(s, e)
+
+    def arrays(self) -> tuple[array, array]:
+        """(starts, ends) of everything added, the growing interval included."""
+        if not self._open:
+            return self.starts, self.ends
+        return self.starts + array("d", [self._s]), self.ends + array("d", [self._e])
+
+
+class StageSink:
+    """Where one component reports its ops of one kind and stage (:meth:`OpLogger.sink`):
+    :meth:`OpLogger.record` with the lookups done once. The stage's log is made at the
+    first op, as ``record`` makes it."""
+
+    __slots__ = ("log", "component_id", "op_kind", "stage", "_intervals")
+
+    def __init__(self, log: OpLogger, component_id: str, op_kind: str, stage: str) -> None:
+        self.log = log
+        self.component_id = component_id
+        self.op_kind = op_kind
+        self.stage = stage
+        self._intervals: StageLog | None = None
+
+    def add(self, t_start: float, t_end: float, op_name: str,
+            params: dict[str, Any] | None = None) -> None:
+        log = self.log
+        counts = log._counts
+        counts[op_name] = counts.get(op_name, 0) + 1
+        intervals = self._intervals
+        if intervals is None:
+            intervals = self._intervals = log._stage_log(self.component_id, self.stage)
+        intervals.add(t_start, t_end)
+        if log.keep_records:
+            log._keep(t_start, t_end, self.component_id, self.op_kind, op_name, params)
+
+
 class OpLogger:
     """The op log of one engine. Records are kept as tuples and become
     :class:`OpRecord`s (with their parameters evaluated) when first read, so a
@@ -77,11 +146,10 @@ class OpLogger:
         self._records: list[OpRecord] = []
         self._sorted = True
         self._last_start = float("-inf")
-        self.counts: Counter[str] = Counter()
-        # per (PE or component, stage): the starts and ends of its busy intervals, as
-        # doubles (a long run logs millions: an array holds no float objects)
-        self._stage: dict[tuple[str, str], tuple[array, array]] = {}
-        self._lists: dict[tuple[str, str], tuple[array, array]] = {}
+        self._counts: dict[str, int] = {}  # ops per name
+        # per (PE or component, stage): its busy intervals
+        self._stage: dict[tuple[str, str], StageLog] = {}
+        self._logs: dict[tuple[str, str], StageLog] = {}  # by (component, stage)
 
     def record(self, t_start: float, t_end: float, component_id: str, op_kind: str,
                op_name: str, params: dict[str, Any] | Callable[[], dict] | None = None,
@@ -89,18 +157,29 @@ class OpLogger:
         """Report one op; ``stage`` (e.g. "GEMM") feeds the busy-time statistics."""
         if op_kind not in _KINDS:
             raise ValueError(f"op_kind must be one of {OP_KINDS}, got {op_kind!r}")
-        self.counts[op_name] += 1
+        counts = self._counts
+        counts[op_name] = counts.get(op_name, 0) + 1
         if stage is not None:
-            lists = self._lists.get((component_id, stage))
-            if lists is None:
-                lists = self._stage_lists(component_id, stage)
-            lists[0].append(t_start)
-            lists[1].append(t_end)
+            log = self._logs.get((component_id, stage))
+            if log is None:
+                log = self._stage_log(component_id, stage)
+            log.add(t_start, t_end)
         if self.keep_records:
-            if t_start < self._last_start:
-                self._sorted = False
-            self._last_start = t_start
-            self._raw.append((t_start, t_end, component_id, op_kind, op_name, params))
+            self._keep(t_start, t_end, component_id, op_kind, op_name, params)
+
+    def _keep(self, t_start: float, t_end: float, component_id: str, op_kind: str,
+              op_name: str, params: dict[str, Any] | Callable[[], dict] | None) -> None:
+        if t_start < self._last_start:
+            self._sorted = False
+        self._last_start = t_start
+        self._raw.append((t_start, t_end, component_id, op_kind, op_name, params))
+
+    def sink(self, component_id: str, op_kind: str, stage: str) -> StageSink:
+        """A :meth:`record` bound to one component, kind and stage, for a unit that
+        reports many ops there (a PE's stage engines)."""
+        if op_kind not in _KINDS:
+            raise ValueError(f"op_kind must be one of {OP_KINDS}, got {op_kind!r}")
+        return StageSink(self, component_id, op_kind, stage)
 
     def record_runs(self, component_id: str, op_kind: str, op_name: str, stage: str, n: int,
                     starts: Sequence[float], ends: Sequence[float]) -> None:
@@ -111,22 +190,21 @@ class OpLogger:
             raise ValueError(f"op_kind must be one of {OP_KINDS}, got {op_kind!r}")
         if self.keep_records:
             raise RuntimeError("record_runs would lose per-op records; record each op instead")
-        self.counts[op_name] += n
-        lists = self._lists.get((component_id, stage))
-        if lists is None:
-            lists = self._stage_lists(component_id, stage)
-        lists[0].extend(starts)
-        lists[1].extend(ends)
+        self._counts[op_name] = self._counts.get(op_name, 0) + n
+        log = self._logs.get((component_id, stage))
+        if log is None:
+            log = self._stage_log(component_id, stage)
+        log.extend(starts, ends)
 
-    def _stage_lists(self, component_id: str, stage: str) -> tuple[array, array]:
+    def _stage_log(self, component_id: str, stage: str) -> StageLog:
         """Busy intervals of ``stage`` of the PE (or component) owning ``component_id``."""
         pe = nm.pe_of(component_id)
         owner = nm.pe_prefix(*pe) if pe else component_id
-        lists = self._stage.get((owner, stage))
-        if lists is None:
-            lists = self._stage[(owner, stage)] = (array("d"), array("d"))
-        self._lists[(component_id, stage)] = lists
-        return lists
+        log = self._stage.get((owner, stage))
+        if log is None:
+            log = self._stage[(owner, stage)] = StageLog()
+        self._logs[(component_id, stage)] = log
+        return log
 
     @property
     def records(self) -> list[OpRecord]:
@@ -141,8 +219,13 @@ class OpLogger:
             self._sorted = True
         return self._records
 
+    @property
+    def counts(self) -> Counter[str]:
+        """Ops reported so far, per op name (a copy; 0 for a name never reported)."""
+        return Counter(self._counts)
+
     def __len__(self) -> int:
-        return sum(self.counts.values())
+        return sum(self._counts.values())
 
     def stage_intervals(self, owner: str, stage: str) -> list[tuple[float, float]]:
         """The busy intervals of one stage of one PE (e.g. "sip0.cube0.pe0", "GEMM"),
@@ -153,16 +236,17 @@ class OpLogger:
         """When any of ``stages`` of one PE was busy: their intervals merged and sorted."""
         starts, ends = array("d"), array("d")
         for stage in stages:
-            lists = self._stage.get((owner, stage))
-            if lists is not None:
-                starts += lists[0]
-                ends += lists[1]
+            log = self._stage.get((owner, stage))
+            if log is not None:
+                more_starts, more_ends = log.arrays()
+                starts += more_starts
+                ends += more_ends
         return merged_intervals(starts, ends)
 
     def stage_busy(self) -> dict[str, dict[str, float]]:
         """{owner: {stage: busy ns (union of that stage's intervals)}}, sorted."""
         out: dict[str, dict[str, float]] = {}
         for (owner, stage) in sorted(self._stage):
-            starts, ends = self._stage[(owner, stage)]
+            starts, ends = self._stage[(owner, stage)].arrays()
             out.setdefault(owner, {})[stage] = union_ns(starts, ends)
         return out

@@ -56,10 +56,12 @@ class PeDma:
         else:
             flow = services.flows.pe_dma_write(self.sip, self.cube, self.pe, pa, nbytes)
         arrival = services.network.send(flow, start + self.translate_ns)
-        p = {"va": va, "pa": pa.encode(), "nbytes": nbytes}
-        if params:
-            p.update(params)
         log, node = services.op_log, self.node_id
+        p = None  # the record's parameters, built only when records are kept
+        if log.keep_records:
+            p = {"va": va, "pa": pa.encode(), "nbytes": nbytes}
+            if params:
+                p.update(params)
         arrival.then(lambda c: log.record(start, c.done_at, node, "memory", op_name, p, stage))
         return start, arrival
 

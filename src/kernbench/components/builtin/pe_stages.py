@@ -26,23 +26,27 @@ class Stages:
     """FETCH, GEMM, MATH and STORE engines of one PE and the report of their bookings
     (``report(engine, start, end, name, params)``)."""
 
-    __slots__ = ("fetch", "gemm", "math", "store", "port_bw_gbs", "report")
+    __slots__ = ("fetch", "gemm", "math", "store", "port_bw_gbs", "report", "detail")
 
-    def __init__(self, fetch, gemm, math, store, port_bw_gbs: float, report) -> None:
+    def __init__(self, fetch, gemm, math, store, port_bw_gbs: float, report,
+                 detail: bool = False) -> None:
         self.fetch, self.gemm, self.math, self.store = fetch, gemm, math, store
         self.port_bw_gbs = port_bw_gbs
         self.report = report
+        self.detail = detail  # whether a report's parameters are kept (worth building)
 
     @classmethod
     def of(cls, pe) -> Stages:
         """The PE's own engines, reporting to its op log."""
         fs, ids, log = pe.fetch_store, pe.ids, pe.op_log
+        sinks = {engine: log.sink(ids[unit], kind, stage)
+                 for engine, (unit, kind, stage) in _REPORT.items()}
 
         def report(engine, t0, t1, name, params=None):
-            unit, kind, stage = _REPORT[engine]
-            log.record(t0, t1, ids[unit], kind, name, params, stage)
+            sinks[engine].add(t0, t1, name, params)
 
-        return cls(fs.fetch, pe.gemm, pe.math, fs.store, fs.port_bw_gbs, report)
+        return cls(fs.fetch, pe.gemm, pe.math, fs.store, fs.port_bw_gbs, report,
+                   log.keep_records)
 
     @classmethod
     def private(cls, pe, names: dict) -> Stages:
@@ -100,12 +104,13 @@ class Stages:
                                gemm.service_ns(m, k, n, held), now)
         acc_free[tile.ni] = g_free
         report(FETCH, f0, f1, TILE_NAMES[FETCH])
-        report(GEMM, g0, g_free, TILE_NAMES[GEMM], {"m": m, "k": k, "n": n})
+        report(GEMM, g0, g_free, TILE_NAMES[GEMM],
+               {"m": m, "k": k, "n": n} if self.detail else None)
         t = max(g_free + gemm.fill_ns, acc_done.get(tile.ni, 0.0))
         vector = self.math
         for op in k_epi + (o_epi if tile.last_k else []):
             e0, t = vector.book(t, vector.service_ns(m * n), now)
-            report(MATH, e0, t, TILE_NAMES[MATH], {"op": op.kind})
+            report(MATH, e0, t, TILE_NAMES[MATH], {"op": op.kind} if self.detail else None)
         acc_done[tile.ni] = t
         if not tile.last_k:
             return f1, g0, None

@@ -23,6 +23,10 @@ from kernbench.components.tiling import chunks
 from kernbench.isa.dtypes import dtype_bytes
 from kernbench.isa.handles import Completion
 
+# the record parameters of a tile's operand reads (the DMA copies them into its record,
+# and only when records are kept)
+_A, _B = {"operand": "a"}, {"operand": "b"}
+
 
 def time_of(x) -> float | None:
     """A ready time given as a float or a completion (None while pending)."""
@@ -157,13 +161,13 @@ class GemmStream:
             elif self.a_panel and tile.mi != panel_mi:
                 panel_mi = tile.mi
                 a_tile = pe.dma.read(view_va(a, tile.m0, 0), tile.m * K * self.bpe[0], now, now,
-                                     *read, {"operand": "a"})[1]
+                                     *read, _A)[1]
             elif not self.a_panel and tile.load_a:
                 a_tile = pe.dma.read(view_va(a, tile.m0, tile.k0), tile.m * tile.k * self.bpe[0],
-                                     now, now, *read, {"operand": "a"})[1]
+                                     now, now, *read, _A)[1]
             b_tile = max(b_ready, now) if b.pinned else pe.dma.read(
                 view_va(b, tile.k0, tile.n0), tile.k * tile.n * self.bpe[1], now, now, *read,
-                {"operand": "b"})[1]
+                _B)[1]
             self.order.add((a_tile, b_tile), lambda ready, tile=tile: self._book(tile, ready))
         yield from self.order.wait_all(env)
         end = yield from _wait_done(self.writes, env)
@@ -237,7 +241,7 @@ class MathStream:
                 ready = max(t_issue, ready_at(x))
             else:
                 ready = pe.dma.read(x.addr + off * bpe_x, n * bpe_x, t_issue, env.now,
-                                    "TileToken/DMA_READ", "DMA_READ", {"operand": "a"})[1]
+                                    "TileToken/DMA_READ", "DMA_READ", _A)[1]
             self.order.add((ready,), lambda r, off=off, n=n: self._book(off, n, r))
         yield from self.order.wait_all(env)
         end = yield from _wait_done(self.writes, env)

@@ -125,8 +125,9 @@ class PhysAddr(_Fields):
         _check("physical address", value, PA_BITS)
         sip = value >> _SIP_SHIFT
         cube = (value >> _CUBE_SHIFT) & ((1 << CUBE_BITS) - 1)
-        if not (value >> _REGION_SHIFT) & 1:
-            return cls.hbm(sip, cube, value & ((1 << HBM_OFFSET_BITS) - 1))
+        if not (value >> _REGION_SHIFT) & 1:  # (in range by the check above: no re-check)
+            return tuple.__new__(cls, ("hbm", sip, cube, value & ((1 << HBM_OFFSET_BITS) - 1),
+                                       UnitType.PE, 0, 0))
         unit = (value >> _UNIT_SHIFT) & ((1 << UNIT_BITS) - 1)
         if unit > max(UnitType):
             raise ValueError(f"physical address {value:#x} has reserved unit type {unit}")

@@ -1,0 +1,82 @@
+"""The op log's busy intervals: merged exactly, and stored compactly without changing them."""
+
+from __future__ import annotations
+
+import random
+
+from kernbench.sim_engine.op_log import OpLogger, StageLog, merged_intervals, union_ns
+
+
+def scan_merge(intervals):
+    """Reference: sort by start, then join every interval that starts at or before the
+    end reached so far."""
+    out = []
+    for s, e in sorted(intervals, key=lambda iv: iv[0]):
+        if out and s <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], e)
+        else:
+            out.append([s, e])
+    return [tuple(iv) for iv in out]
+
+
+def random_intervals(rng: random.Random, n: int):
+    """Intervals on a coarse grid (so ties, touching ends and zero lengths are common)
+    and a few with fractional ends."""
+    out = []
+    for _ in range(n):
+        s = rng.randrange(0, 60) * 0.5
+        d = rng.choice([0.0, 0.5, 1.0, 2.5, rng.random() * 3])
+        out.append((s, s + d))
+    return out
+
+
+def test_merged_intervals_equal_a_sorted_scan():
+    rng = random.Random(7)
+    for _ in range(500):
+        ivs = random_intervals(rng, rng.randrange(1, 40))
+        starts, ends = zip(*ivs, strict=True)
+        assert merged_intervals(list(starts), list(ends)) == scan_merge(ivs)
+    assert merged_intervals([], []) == []
+
+
+def test_a_stage_log_keeps_the_same_union_in_fewer_intervals():
+    rng = random.Random(11)
+    for trial in range(500):
+        ivs = random_intervals(rng, rng.randrange(1, 40))
+        if trial % 2:  # in time order, as most engines book
+            ivs.sort()
+        log = StageLog()
+        for s, e in ivs:
+            log.add(s, e)
+        starts, ends = log.arrays()
+        assert len(starts) <= len(ivs)
+        assert merged_intervals(starts, ends) == scan_merge(ivs)
+
+
+def test_back_to_back_bookings_are_stored_as_one_interval():
+    log = StageLog()
+    t = 0.0
+    for d in [1.5, 2.0, 0.25] * 400:
+        log.add(t, t + d)
+        t += d
+    log.add(t + 1.0, t + 2.0)  # after a gap: a second interval
+    assert len(log.starts) == 1  # the first run went into the arrays, the second grows
+    starts, ends = log.arrays()
+    assert list(zip(starts, ends, strict=True)) == [(0.0, t), (t + 1.0, t + 2.0)]
+
+
+def test_the_op_log_reports_the_union_of_a_stage_and_counts_per_name():
+    rng = random.Random(3)
+    ivs = random_intervals(rng, 200)
+    log = OpLogger(keep_records=False)
+    sink = log.sink("sip0.cube0.pe0.pe_gemm", "gemm", "GEMM")
+    for i, (s, e) in enumerate(ivs):
+        if i % 2:
+            log.record(s, e, "sip0.cube0.pe0.pe_gemm", "gemm", "a", None, "GEMM")
+        else:
+            sink.add(s, e, "b")
+    expected = scan_merge(ivs)
+    assert log.stage_intervals("sip0.cube0.pe0", "GEMM") == expected
+    assert log.stage_busy()["sip0.cube0.pe0"]["GEMM"] == union_ns(*zip(*ivs, strict=True))
+    assert log.counts["a"] + log.counts["b"] == len(ivs) == len(log)
+    assert log.counts["never"] == 0

@@ -39,6 +39,7 @@ class PeCpu:
         self.commands = 0
         self.dispatch_cycles = 0.0
         self.marks: list[tuple[float, str]] = []  # (time, label) of tl.mark calls
+        self._dispatched = pe.op_log.sink(self.node_id, "control", "PE_CPU")
 
     def busy_report(self) -> dict[str, float]:
         """Time spent dispatching commands (the CPU's own busy time)."""
@@ -84,9 +85,9 @@ class PeCpu:
         self.t = t0 + cycles / self.clock_ghz
         self.commands += 1
         self.dispatch_cycles += cycles
-        pe.op_log.record(t0, self.t, self.node_id, "control", "dispatch",
-                         lambda: {"cmd": type(cmd).__name__, "cycles": cycles,
-                                  "logical_bytes": cmd.logical_bytes}, "PE_CPU")
+        self._dispatched.add(t0, self.t, "dispatch", {
+            "cmd": type(cmd).__name__, "cycles": cycles, "logical_bytes": cmd.logical_bytes}
+            if pe.op_log.keep_records else None)
         if cmd.hands_to_fabric:  # bookings on the shared fabric happen in time order
             self.runner.sleep_until(self.t, "issue at")
         comp = executor_for(type(cmd))(pe, cmd, self.t, deps)

@@ -2,7 +2,25 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from kernbench.isa.dtypes import dtype_bytes
+
+# The arithmetic of handles (``a + b`` in a kernel is ``tl.add(a, b)``): the ``tl``
+# surface installs it (:func:`set_arithmetic`), so this layer never imports it.
+_ARITHMETIC: list[Callable[[str, list], Any]] = []
+
+
+def set_arithmetic(fn: Callable[[str, list], Any]) -> None:
+    """Route the operators of every handle to ``fn(op, [left, right])``."""
+    _ARITHMETIC[:] = [fn]
+
+
+def _arith(op: str, left: Any, right: Any) -> Any:
+    if not _ARITHMETIC:
+        raise TypeError(f"tensor handle arithmetic ({op}) needs the tl surface")
+    return _ARITHMETIC[0](op, [left, right])
 
 
 def numel(shape: tuple[int, ...]) -> int:
@@ -134,6 +152,30 @@ class TensorHandle:
             extent = self.nbytes
         r = self._range = (self.space, self.addr, self.addr + extent)
         return r
+
+    def __add__(self, other: Any) -> Any:
+        return _arith("add", self, other)
+
+    def __radd__(self, other: Any) -> Any:
+        return _arith("add", other, self)
+
+    def __sub__(self, other: Any) -> Any:
+        return _arith("sub", self, other)
+
+    def __rsub__(self, other: Any) -> Any:
+        return _arith("sub", other, self)
+
+    def __mul__(self, other: Any) -> Any:
+        return _arith("mul", self, other)
+
+    def __rmul__(self, other: Any) -> Any:
+        return _arith("mul", other, self)
+
+    def __truediv__(self, other: Any) -> Any:
+        return _arith("div", self, other)
+
+    def __rtruediv__(self, other: Any) -> Any:
+        return _arith("div", other, self)
 
     def __repr__(self) -> str:
         t = ".T" if self.transposed else ""

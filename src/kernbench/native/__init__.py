@@ -54,6 +54,7 @@ MODULES = (
     "kernbench.components.builtin.pe_stages",
     "kernbench.components.builtin.tile_streams",
     "kernbench.components.tiling",
+    "kernbench.isa.handles",
     "kernbench.policy.address.mmu",
     "kernbench.sim_engine.op_log",
 )

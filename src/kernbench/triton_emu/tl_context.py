@@ -33,7 +33,7 @@ from kernbench.isa.commands import (
     PeCpuOverheadCmd,
 )
 from kernbench.isa.dtypes import dtype_bytes, np_dtype
-from kernbench.isa.handles import Completion, TensorHandle
+from kernbench.isa.handles import Completion, TensorHandle, set_arithmetic
 from kernbench.triton_emu.tl_composite import CompositeMixin, check_stationary
 from kernbench.triton_emu.tl_math import MathMixin
 from kernbench.triton_emu.tl_queues import QueuesMixin
@@ -187,7 +187,8 @@ class TLContext(CompositeMixin, MathMixin, ViewsMixin, QueuesMixin):
         if row_stride is not None and (len(shape) != 2 or row_stride < shape[1]):
             raise KernelMisuse(f"row_stride {row_stride} needs a 2-D shape whose rows fit in it")
         dtype_bytes(dtype)
-        return TensorHandle(self._new_id(), int(ptr), shape, dtype, "hbm", False, row_stride)
+        return TensorHandle(self._new_id(), int(ptr), shape, dtype, "hbm", False,
+                            None if row_stride is None else int(row_stride))
 
     # -- data movement -----------------------------------------------------------
     def load(self, ptr: int, shape: Sequence[int], dtype: str = "f16",
@@ -288,22 +289,12 @@ class TLContext(CompositeMixin, MathMixin, ViewsMixin, QueuesMixin):
         else:
             self._exec.wait(handle)
 
-def _binary(op: str, swap: bool = False):
-    def method(self: TensorHandle, other):
-        ctx = TLContext._get_active()
-        return ctx._math(op, [other, self] if swap else [self, other])
-
-    return method
+def _arithmetic(op: str, operands: list):
+    """``a + b`` and friends on handles: the active kernel's ``tl`` op."""
+    return TLContext._get_active()._math(op, operands)
 
 
-TensorHandle.__add__ = _binary("add")
-TensorHandle.__radd__ = _binary("add", swap=True)
-TensorHandle.__sub__ = _binary("sub")
-TensorHandle.__rsub__ = _binary("sub", swap=True)
-TensorHandle.__mul__ = _binary("mul")
-TensorHandle.__rmul__ = _binary("mul", swap=True)
-TensorHandle.__truediv__ = _binary("div")
-TensorHandle.__rtruediv__ = _binary("div", swap=True)
+set_arithmetic(_arithmetic)
 
 
 def run_kernel(kernel_fn, tl: TLContext, *args, **kwargs):

@@ -84,7 +84,7 @@ class QueuesMixin:
                                    f"dst_addr and dst_space 'tcm' or 'hbm', got "
                                    f"{dst_addr!r}, {dst_space!r}")
             shape = tuple(int(s) for s in shape)
-            dst = (TensorHandle(self._new_id(), dst_addr, shape, dtype, "tcm", True)
+            dst = (TensorHandle(self._new_id(), int(dst_addr), shape, dtype, "tcm", True)
                    if dst_space == "tcm" else self.ref(dst_addr, shape, dtype))
         return self._recv("recv", direction, shape, dtype, dst, True, True)
 

@@ -23,10 +23,10 @@ import sys
 from pathlib import Path
 
 # The hot path of a simulation: fabric and link sharing, the PE's units, engines,
-# stages, tile streams and hazards, the op log. Not the commands (mypyc orders the
-# fields of inherited dataclasses differently) nor the tl surface (its mixins and the
-# operators it sets on TensorHandle). Each must type-check under mypy: mypyc enforces
-# the annotations at run time.
+# stages, tile streams and hazards, the op log, tensor handles and completions, the MMU
+# and the supertile walk. Not the commands (mypyc orders the fields of inherited
+# dataclasses differently) nor the tl surface (its mixins). Each must type-check under
+# mypy: mypyc enforces the annotations at run time.
 MODULES = (
     "kernbench.components.busy_timeline",
     "kernbench.components.fabric",

@@ -124,3 +124,27 @@ def test_an_address_outside_the_placement_is_named_as_such(small_graph):
 
     with pytest.raises(KernelError, match="tensor 'x' of this SIP, which this PE does not map"):
         ctx.wait(ctx.launch("k", k, x.va, dp=DPPolicy(num_pes=2)))  # PE 1 has no shard of x
+
+
+def test_handle_operators_issue_the_tl_op_with_their_operands_in_order():
+    """``a - b``, ``2.0 * a`` and ``1.0 / a`` are tl.sub / tl.mul / tl.div (a reflected
+    operator keeps the number first); outside a kernel they are a clear error."""
+
+    def kernel(*, tl):
+        x = tl.zeros((4, 8), "f32")
+        y = tl.zeros((4, 8), "f32")
+        x - y
+        2.0 * x
+        1.0 / x
+        x + y
+
+    cmds = run_kernel(kernel, TLContext(executor=None))
+    math = [c for c in cmds if type(c).__name__ == "MathCmd"]
+    assert [c.op for c in math] == ["sub", "mul", "div", "add"]
+    sub, mul, div, _ = math
+    assert sub.inputs[0].shape == sub.inputs[1].shape == (4, 8)
+    assert mul.inputs[0].shape == (1,) and mul.inputs[1].shape == (4, 8)  # number first
+    assert div.inputs[0].shape == (1,) and div.inputs[1].shape == (4, 8)
+    handle = math[0].inputs[0]
+    with pytest.raises(KernelStateError, match="no active TLContext"):
+        handle + handle

@@ -9,18 +9,19 @@ from kernbench.isa.dtypes import dtype_bytes
 
 # The arithmetic of handles (``a + b`` in a kernel is ``tl.add(a, b)``): the ``tl``
 # surface installs it (:func:`set_arithmetic`), so this layer never imports it.
-_ARITHMETIC: list[Callable[[str, list], Any]] = []
+_arithmetic: Callable[[str, list], Any] | None = None
 
 
 def set_arithmetic(fn: Callable[[str, list], Any]) -> None:
     """Route the operators of every handle to ``fn(op, [left, right])``."""
-    _ARITHMETIC[:] = [fn]
+    global _arithmetic
+    _arithmetic = fn
 
 
 def _arith(op: str, left: Any, right: Any) -> Any:
-    if not _ARITHMETIC:
+    if _arithmetic is None:
         raise TypeError(f"tensor handle arithmetic ({op}) needs the tl surface")
-    return _ARITHMETIC[0](op, [left, right])
+    return _arithmetic(op, [left, right])
 
 
 def numel(shape: tuple[int, ...]) -> int:

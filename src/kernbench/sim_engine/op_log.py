@@ -160,10 +160,7 @@ class OpLogger:
         counts = self._counts
         counts[op_name] = counts.get(op_name, 0) + 1
         if stage is not None:
-            log = self._logs.get((component_id, stage))
-            if log is None:
-                log = self._stage_log(component_id, stage)
-            log.add(t_start, t_end)
+            self._stage_log(component_id, stage).add(t_start, t_end)
         if self.keep_records:
             self._keep(t_start, t_end, component_id, op_kind, op_name, params)
 
@@ -191,13 +188,14 @@ class OpLogger:
         if self.keep_records:
             raise RuntimeError("record_runs would lose per-op records; record each op instead")
         self._counts[op_name] = self._counts.get(op_name, 0) + n
-        log = self._logs.get((component_id, stage))
-        if log is None:
-            log = self._stage_log(component_id, stage)
-        log.extend(starts, ends)
+        self._stage_log(component_id, stage).extend(starts, ends)
 
     def _stage_log(self, component_id: str, stage: str) -> StageLog:
-        """Busy intervals of ``stage`` of the PE (or component) owning ``component_id``."""
+        """Busy intervals of ``stage`` of the PE (or component) owning ``component_id``,
+        made at its first op."""
+        log = self._logs.get((component_id, stage))
+        if log is not None:
+            return log
         pe = nm.pe_of(component_id)
         owner = nm.pe_prefix(*pe) if pe else component_id
         log = self._stage.get((owner, stage))

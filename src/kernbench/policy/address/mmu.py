@@ -89,10 +89,8 @@ class PageTableMmu:
         return self._starts[i], self._ends[i], self._pas[i]
 
     def translate(self, va: int) -> int:
-        i = bisect_right(self._starts, va) - 1  # (``region`` inlined: once per transfer)
-        if i < 0 or self._ends[i] <= va:
-            raise MmuFault(f"page fault: virtual address {va:#x} is not mapped", va=va)
-        return self._pas[i] + (va - self._starts[i])
+        start, _, pa = self.region(va)
+        return pa + (va - start)
 
     def translate_range(self, va: int, nbytes: int) -> list[tuple[int, int]]:
         """Physical (pa, length) segments covering ``[va, va + nbytes)``, merged when contiguous."""

@@ -105,6 +105,33 @@ def test_book_drops_what_ended_before_now_and_agrees_with_reserve():
     assert fast.ends[-1] == ref.ends[-1]
 
 
+def test_book_inside_a_busy_last_interval_holds_what_reserve_holds():
+    """A link still busy when the next transfer arrives is ``book``'s common case: the
+    booking starts where the last interval ends and extends it. Start, intervals and
+    busy time equal ``reserve``'s (the reference, pruned to the same ``now``), with
+    uneven float durations and starts both inside the last interval and before it."""
+    import random
+
+    rng = random.Random(11)
+    fast, ref = BusyTimeline(), BusyTimeline()
+    now, inside = 0.0, 0
+    for _ in range(3000):
+        now += rng.choice([0.0, 0.0, 0.3, 2.0])
+        if fast.ends and rng.random() < 0.7:  # somewhere in the last interval or gap
+            t = max(now, fast.starts[-1] + rng.uniform(-1.0, 1.0) * (fast.ends[-1]
+                                                                     - fast.starts[-1]))
+        else:
+            t = now + rng.choice([0.0, 0.7, 4.0, 15.0])
+        inside += bool(fast.ends) and fast.starts[-1] <= t < fast.ends[-1]
+        d = rng.uniform(0.1, 6.0)
+        assert fast.book(t, d, now) == ref.reserve(t, d)
+        ref.prune(now)
+        fast.prune(now)
+        assert (fast.starts, fast.ends) == (ref.starts, ref.ends)
+    assert fast.busy_ns == ref.busy_ns
+    assert inside > 1000  # the path under test ran
+
+
 def test_extend_equals_reserving_each_run():
     runs = [(5.0, 7.0), (8.0, 9.0), (12.0, 20.0)]  # as another timeline holds them
     a, b = BusyTimeline(), BusyTimeline()

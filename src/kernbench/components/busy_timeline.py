@@ -54,6 +54,16 @@ class BusyTimeline:
                     self.starts.append(t)
                     ends.append(t + duration)
                 return t
+            if (ends and t >= (first := self.starts[-1])
+                    and t + duration > first + FIT_TOLERANCE * abs(first)):
+                # ``t`` falls inside the last interval (a link still busy): no gap before
+                # its end can hold the booking, which extends it, as ``reserve`` would
+                if ends[0] <= now:
+                    self.prune(now)
+                self.busy_ns += duration
+                last = ends[-1]
+                ends[-1] = last + duration
+                return last
         if ends and ends[0] <= now:
             self.prune(now)
         return self.reserve(t, duration)

@@ -24,6 +24,38 @@ from kernbench.native import BUILD, MANIFEST, MODULES, PACKAGE, read_manifest, s
 
 _SUFFIXES = tuple(importlib.machinery.EXTENSION_SUFFIXES)
 
+# The build script run in the scratch copy. One C file per module (``multi_file``),
+# compiled on every core: the single C file of mypyc's default took ~50 s on one core,
+# this ~20 s on two, and the twins run as fast (docs/adr/0049). setuptools compiles
+# one extension's sources in turn, hence the thread pool around ``_compile``.
+_SETUP = """\
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+from mypyc.build import mypycify
+from setuptools import setup
+from setuptools._distutils import ccompiler
+
+
+def compile_in_parallel(self, sources, output_dir=None, macros=None, include_dirs=None,
+                        debug=0, extra_preargs=None, extra_postargs=None, depends=None):
+    macros, objects, extra_postargs, pp_opts, build = self._setup_compile(
+        output_dir, macros, include_dirs, sources, depends, extra_postargs)
+    cc_args = self._get_cc_args(pp_opts, debug, extra_preargs)
+
+    def one(obj):
+        src, ext = build[obj]
+        self._compile(obj, src, ext, cc_args, extra_postargs, pp_opts)
+
+    with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
+        list(pool.map(one, objects))
+    return objects
+
+
+ccompiler.CCompiler.compile = compile_in_parallel
+setup(name="kernbench_native", ext_modules=mypycify({args!r}, opt_level="3", multi_file=True))
+"""
+
 
 def _module_of(rel: Path) -> str | None:
     """The module an extension built at ``rel`` (relative to the scratch root) is."""
@@ -39,9 +71,10 @@ def _compile(scratch: Path) -> dict[str, Path]:
     shutil.copytree(PACKAGE, scratch / "kernbench",
                     ignore=shutil.ignore_patterns("_build", "__pycache__"))
     paths = [str(Path(*m.split(".")).with_suffix(".py")) for m in MODULES]
-    run = subprocess.run([sys.executable, "-m", "mypyc", "--ignore-missing-imports",
-                          "--follow-imports=silent", *paths], cwd=scratch, text=True,
-                         capture_output=True)
+    (scratch / "setup_native.py").write_text(_SETUP.format(
+        args=["--ignore-missing-imports", "--follow-imports=silent", *paths]))
+    run = subprocess.run([sys.executable, "setup_native.py", "build_ext", "--inplace"],
+                         cwd=scratch, text=True, capture_output=True)
     if run.returncode:
         sys.stderr.write(run.stdout[-4000:] + run.stderr[-4000:])
         raise SystemExit(f"native build: mypyc failed (exit {run.returncode}); "

@@ -21,6 +21,20 @@ def test_channel_bytes_matches_byte_by_byte_assignment(offset, nbytes, channels,
     assert ctrl.channel_bytes(offset, nbytes) == brute_force(offset, nbytes, channels, granule)
 
 
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5_000), st.integers(1, 3_000)), min_size=1,
+                max_size=40), st.sampled_from([2, 4, 8]), st.sampled_from([32, 64]))
+def test_cached_shares_are_each_transfers_own(transfers, channels, granule):
+    """``shares`` caches by offset within the interleave period and size; on one
+    controller, every answer still equals the byte-by-byte assignment of that transfer."""
+    ctrl = HbmController("x", channels, 32.0, granule)
+    for offset, nbytes in transfers:
+        per = brute_force(offset, nbytes, channels, granule)
+        touched = tuple((i, nb / 32.0) for i, nb in enumerate(per) if nb)
+        even = touched[0][1] if len(set(per)) == 1 else None
+        assert ctrl.shares(offset, nbytes) == (even, touched)
+
+
 def test_large_aligned_transfer_spreads_evenly():
     ctrl = HbmController("x", 8, 32.0, 256)
     assert ctrl.channel_bytes(0, 1 << 20) == [(1 << 20) // 8] * 8

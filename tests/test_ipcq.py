@@ -341,3 +341,21 @@ def test_neighbour_tables_must_be_mirrored(default_graph):
 def test_queue_config_is_checked(kwargs, key):
     with pytest.raises(ConfigError, match=key):
         IpcqConfig(**kwargs)
+
+
+def test_an_ipcq_route_is_built_once_and_books_as_built(default_graph):
+    """Every message of a queue books the same route: ``Fabric.ipcq_route`` builds it once
+    (per node tuple, equal tuples included) and hands out what a fresh build gives, the
+    fabric's own IPCQ and bulk timelines per hop."""
+    fabric, flows = GraphEngine(default_graph).fabric, GraphEngine(default_graph).flows
+    nodes = flows.ipcq_message(A, (0, 1, 3), "tcm")
+    other = flows.ipcq_message(A, B, "tcm")  # from the same PE, elsewhere
+    route = fabric.ipcq_route(nodes)
+    assert route.plan.nodes == nodes
+    assert fabric.ipcq_route(other).plan.nodes == other
+    assert fabric.ipcq_route(nodes) is route
+    assert fabric.ipcq_route(tuple(list(nodes))) is route  # equal, not the same tuple
+    assert route == fabric._build_ipcq_route(nodes)
+    hops = list(zip(nodes, nodes[1:], strict=False))
+    assert [vc for _, vc, _, _, _ in route.steps] == [fabric._ipcq_timeline(*h) for h in hops]
+    assert [bulk for _, _, bulk, _, _ in route.steps] == [fabric.timeline(*h) for h in hops]

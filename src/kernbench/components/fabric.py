@@ -18,8 +18,9 @@ With no competing traffic a transfer therefore takes exactly
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from kernbench.components.builtin.hbm_ctrl import HbmController
 from kernbench.components.busy_timeline import BusyTimeline
@@ -96,6 +97,21 @@ def _bandwidth(edge) -> float:
     return edge.bw_gbs
 
 
+def _once_per_route(by_id: dict, by_value: dict, nodes: tuple[str, ...],
+                    build: Callable[[tuple[str, ...]], Any]) -> Any:
+    """``build(nodes)`` once per route: looked up by the tuple's identity first (flow
+    builders hand out the same tuple for the same route), then by its value. The
+    identity entry keeps the tuple alive, so its id cannot be reused meanwhile."""
+    hit = by_id.get(id(nodes))
+    if hit is not None and hit[0] is nodes:
+        return hit[1]
+    value = by_value.get(nodes)
+    if value is None:
+        value = by_value[nodes] = build(nodes)
+    by_id[id(nodes)] = (nodes, value)
+    return value
+
+
 class Fabric:
     """Owns every edge's busy timeline and every HBM controller."""
 
@@ -105,6 +121,8 @@ class Fabric:
         self._ipcq_timelines: dict[tuple[str, str], BusyTimeline] = {}
         self._plans: dict[tuple[str, ...], RoutePlan] = {}
         self._by_id: dict[int, tuple[tuple[str, ...], RoutePlan]] = {}
+        self._ipcq_routes: dict[tuple[str, ...], IpcqRoute] = {}
+        self._ipcq_by_id: dict[int, tuple[tuple[str, ...], IpcqRoute]] = {}
         spec = graph.spec
         self.hbm: dict[str, HbmController] = {
             n.id: HbmController(n.id, spec.channels_per_slice, spec.hbm.pseudo_channel_bw_gbs,
@@ -125,14 +143,7 @@ class Fabric:
         Flow builders hand out the same node tuple for the same route, so the
         cache is consulted by identity first and by value second.
         """
-        hit = self._by_id.get(id(nodes))
-        if hit is not None and hit[0] is nodes:
-            return hit[1]
-        plan = self._plans.get(nodes)
-        if plan is None:
-            plan = self._plans[nodes] = self._build_plan(nodes)
-        self._by_id[id(nodes)] = (nodes, plan)
-        return plan
+        return _once_per_route(self._by_id, self._plans, nodes, self._build_plan)
 
     def _build_plan(self, nodes: tuple[str, ...]) -> RoutePlan:
         """(A direct all-to-all builds one per pair of ranks, so this is kept lean.)"""
@@ -222,7 +233,12 @@ class Fabric:
         return LegTiming(plan, nbytes, paid, start, continues, waited, wait, drain, end, bn)
 
     def ipcq_route(self, nodes: tuple[str, ...]) -> IpcqRoute:
-        """The IPCQ booking plan of a route (cache it: a queue books the same one)."""
+        """The IPCQ booking plan of a route, cached as :meth:`plan` caches its plan (every
+        message of a queue books the same one)."""
+        return _once_per_route(self._ipcq_by_id, self._ipcq_routes, nodes,
+                               self._build_ipcq_route)
+
+    def _build_ipcq_route(self, nodes: tuple[str, ...]) -> IpcqRoute:
         plan = self.plan(nodes)
         vcs = tuple(self._ipcq_timeline(a, b) for a, b in zip(nodes, nodes[1:], strict=False))
         steps = tuple((ovh, vc, bulk, bw, wire)

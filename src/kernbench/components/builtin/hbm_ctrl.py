@@ -29,7 +29,7 @@ class HbmController:
         self.interleave = interleave
         self.timelines = [BusyTimeline() for _ in range(channels)]
         self.bytes_served = 0
-        self._shares: dict[tuple[int, int], tuple[float | None, tuple]] = {}
+        self._shares: dict[int, tuple[float | None, tuple]] = {}
         self._lockstep: BusyTimeline | None = BusyTimeline()  # None: channels book apart
 
     @property
@@ -60,13 +60,14 @@ class HbmController:
         for the channels a transfer touches). Depends only on the offset within one
         interleave period, so it is cached."""
         period = self.channels * self.interleave
-        key = (offset % period, nbytes)
+        phase = offset % period
+        key = nbytes * period + phase  # (an int: no tuple to build and hash per transfer)
         hit = self._shares.get(key)
         if hit is None:
             if len(self._shares) > 4096:  # many distinct sizes: keep the cache bounded
                 self._shares.clear()
             bw = self.channel_bw_gbs
-            per = self.channel_bytes(key[0], nbytes)
+            per = self.channel_bytes(phase, nbytes)
             touched = tuple((i, nb / bw) for i, nb in enumerate(per) if nb > 0)
             even = touched[0][1] if len(set(per)) == 1 and per[0] > 0 else None
             hit = self._shares[key] = (even, touched)

@@ -171,12 +171,14 @@ class Transport:
         hbm = fabric.hbm
         t = at
         for _, nodes, nbytes, hbm_node, off, at_start, continues in flow.legs:
-            plan = fabric.plan(nodes)
             booked: tuple
             if vc == "ipcq" and nbytes:
-                end = fabric.book_ipcq(fabric.ipcq_route(nodes), nbytes, t, now)
+                route = fabric.ipcq_route(nodes)
+                plan = route.plan
+                end = fabric.book_ipcq(route, nbytes, t, now)
                 booked = (end, 0.0, nbytes / plan.bottleneck_gbs, plan.bottleneck_gbs, ())
             else:
+                plan = fabric.plan(nodes)
                 booked = fabric.book(plan, nbytes, t, now, hbm[hbm_node] if hbm_node else None,
                                      off, at_start, continues)
             if timing is not None:

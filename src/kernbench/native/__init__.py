@@ -56,6 +56,7 @@ MODULES = (
     "kernbench.components.tiling",
     "kernbench.isa.handles",
     "kernbench.policy.address.mmu",
+    "kernbench.policy.routing.router",
     "kernbench.sim_engine.op_log",
 )
 PACKAGE = Path(__file__).resolve().parents[1]  # src/kernbench

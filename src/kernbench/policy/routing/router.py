@@ -9,8 +9,6 @@ breaks ties by insertion order, so a route is a pure function of the graph.
 from __future__ import annotations
 
 import heapq
-import math
-from itertools import count
 
 from kernbench.errors import RoutingError
 from kernbench.policy.address.phys_addr import PhysAddr, UnitType
@@ -121,56 +119,70 @@ class AddressResolver:
         return sorted(n for n in self._node_ids if n.endswith(".pcie_ep"))
 
 
-def _search_state(origin: str) -> tuple:
-    """A Dijkstra search from ``origin`` not yet grown: (best, prev, heap, settled, seq)."""
-    seq = count()
-    return ({origin: 0.0}, {}, [(0.0, next(seq), origin)], set(), seq)
+class _Search:
+    """A Dijkstra search from ``origin``, grown on demand: the distances found, each
+    node's predecessor, the frontier heap, the settled nodes and the push counter."""
+
+    __slots__ = ("best", "prev", "heap", "done", "pushed")
+
+    def __init__(self, origin: str) -> None:
+        self.best: dict[str, float] = {origin: 0.0}
+        self.prev: dict[str, str] = {}
+        self.heap: list[tuple[float, int, str]] = [(0.0, 0, origin)]
+        self.done: set[str] = set()
+        self.pushed = 1
 
 
-def _grow(state: tuple, adj: dict, target: str | None) -> tuple[dict, dict]:
+def _grow(state: _Search, adj: dict[str, list[tuple[str, float]]],
+          target: str | None) -> tuple[dict[str, float], dict[str, str]]:
     """Grow a search until ``target`` is settled (or everything is); return (best, prev).
 
     Settled nodes are final and ties break by insertion order, so a search grown in
     steps gives the routes one full run gives. ``prev`` points toward the origin (a
     backward search over reversed edges points toward its goal).
     """
-    best, prev, heap, done, seq = state
+    best, prev, heap, done = state.best, state.prev, state.heap, state.done
     if target is not None and target in done:
         return best, prev
-    pop, push, unseen = heapq.heappop, heapq.heappush, math.inf
+    pushed = state.pushed
+    no_edges: list[tuple[str, float]] = []
     while heap:
-        dist, _, node = pop(heap)
+        dist, _, node = heapq.heappop(heap)
         if node in done:
             continue
         done.add(node)
-        for nxt, weight in adj.get(node, ()):
+        for nxt, weight in adj.get(node, no_edges):
             cand = dist + weight
-            if cand < best.get(nxt, unseen):
+            if nxt not in best or cand < best[nxt]:
                 best[nxt] = cand
                 prev[nxt] = node
-                push(heap, (cand, next(seq), nxt))
+                heapq.heappush(heap, (cand, pushed, nxt))
+                pushed += 1
         if node == target:
             break
+    state.pushed = pushed
     return best, prev  # target is in best only once settled (or the heap ran dry)
 
 
-class _Adjacency(dict):
+class _Adjacency:
     """policy -> {node: [(next node, weight)]}, each built the first time it is used."""
 
-    def __init__(self, edges) -> None:
-        super().__init__()
+    def __init__(self, edges: list[tuple[str, str, str, float]]) -> None:
         self._edges = edges
+        self._built: dict[str, dict[str, list[tuple[str, float]]]] = {}
 
-    def __contains__(self, policy) -> bool:
+    def __contains__(self, policy: str) -> bool:
         return policy in POLICIES
 
-    def __missing__(self, policy: str) -> dict[str, list[tuple[str, float]]]:
-        excluded = POLICIES[policy]
-        adj: dict[str, list[tuple[str, float]]] = {}
-        for src, dst, kind, weight in self._edges:
-            if kind not in excluded:
-                adj.setdefault(src, []).append((dst, weight))
-        self[policy] = adj
+    def __getitem__(self, policy: str) -> dict[str, list[tuple[str, float]]]:
+        adj = self._built.get(policy)
+        if adj is None:
+            excluded = POLICIES[policy]
+            adj = {}
+            for src, dst, kind, weight in self._edges:
+                if kind not in excluded:
+                    adj.setdefault(src, []).append((dst, weight))
+            self._built[policy] = adj
         return adj
 
 
@@ -182,9 +194,9 @@ class PathRouter:
         self._edges = [(e.src, e.dst, e.kind, e.wire_ns + graph.nodes[e.dst].overhead_ns)
                        for e in graph.edges]
         self._adj = _Adjacency(self._edges)  # per policy, built on first use
-        self._cache: dict[tuple[str, str, str], tuple[tuple[str, ...], float]] = {}
-        self._trees: dict[tuple[str, str], tuple] = {}  # (policy, source) -> search state
-        self._rtrees: dict[tuple[str, str], tuple] = {}  # (policy, goal) -> reverse search
+        self._cache: dict[tuple[str, ...], tuple[tuple[str, ...], float]] = {}
+        self._trees: dict[tuple[str, str], _Search] = {}  # (policy, source) -> search state
+        self._rtrees: dict[tuple[str, str], _Search] = {}  # (policy, goal) -> reverse search
         self._radj: dict[str, dict[str, list[tuple[str, float]]]] = {}
 
     # -- public API ------------------------------------------------------------
@@ -256,7 +268,7 @@ class PathRouter:
         key = (policy, goal)
         state = self._rtrees.get(key)
         if state is None:
-            state = self._rtrees[key] = _search_state(goal)
+            state = self._rtrees[key] = _Search(goal)
         return _grow(state, radj, start)
 
     # -- internals -------------------------------------------------------------
@@ -288,5 +300,5 @@ class PathRouter:
         key = (policy, start)
         state = self._trees.get(key)
         if state is None:
-            state = self._trees[key] = _search_state(start)
+            state = self._trees[key] = _Search(start)
         return _grow(state, self._adj[policy], goal)

@@ -171,9 +171,6 @@ class _Adjacency:
         self._edges = edges
         self._built: dict[str, dict[str, list[tuple[str, float]]]] = {}
 
-    def __contains__(self, policy: str) -> bool:
-        return policy in POLICIES
-
     def __getitem__(self, policy: str) -> dict[str, list[tuple[str, float]]]:
         adj = self._built.get(policy)
         if adj is None:
@@ -273,7 +270,7 @@ class PathRouter:
 
     # -- internals -------------------------------------------------------------
     def _path(self, policy: str, start: str, goal: str) -> tuple[tuple[str, ...], float]:
-        if policy not in self._adj:
+        if policy not in POLICIES:
             raise RoutingError(f"unknown routing policy {policy!r} (allowed: {', '.join(POLICIES)})")
         for node in (start, goal):
             if node not in self._nodes:

@@ -319,3 +319,65 @@ def test_prefill_of_a_longer_prompt_takes_longer(prefill_record):
     assert short["ttft_ms"] < prefill_record["ttft_ms"]
     for op in short["layer_ns"]:  # every step has more rows to move or compute
         assert short["layer_ns"][op] < prefill_record["layer_ns"][op], op
+
+
+def _pieces_both_ways(monkeypatch, run, **kw):
+    """The record with equal all-reduce pieces replayed (the default) and simulated."""
+    from kernbench.experiments.llm import step
+
+    monkeypatch.setattr(step, "collective_chunk_bytes", lambda spec: 4096)
+    dims = Dims.of(load_model(TINY))
+    return [run(load_topology(SMALL), dims, **kw, replay=r).record for r in (True, False)]
+
+
+@pytest.mark.parametrize("phase", ["prefill", "decode"])
+def test_replayed_all_reduce_pieces_take_the_span_simulating_them_gives(monkeypatch, phase):
+    """docs/adr/0050: a piece the size of one simulated before, on an idle system, is
+    counted as that one's span; simulating every piece gives the same step to rounding.
+    Prefill [40, 256] f16 rows cut into 4 KiB pieces end in a shorter piece, which
+    has a span of its own (taking the full piece's for it fails this test)."""
+    if phase == "prefill":
+        fast, full = _pieces_both_ways(monkeypatch, run_prefill_step, batch=1, context=40,
+                                       layers=2)
+    else:
+        fast, full = _pieces_both_ways(monkeypatch, run_decode_step, users=3, context=100,
+                                       layers=2)
+    shard = (40 if phase == "prefill" else 3) * 256 * 2
+    per_reduce = -(-shard // 4096)
+    reduces = 1 + 2 * full["simulated_layers"]  # the embedding's, then two per layer
+    assert full["collective"]["simulated_pieces"] == reduces * per_reduce
+    assert full["collective"]["replayed_pieces"] == 0
+    distinct = len({min(4096, shard - off) for off in range(0, shard, 4096)})
+    assert fast["collective"]["simulated_pieces"] == distinct
+    assert fast["collective"]["replayed_pieces"] == reduces * per_reduce - distinct
+    assert fast["step_ns"] == pytest.approx(full["step_ns"], rel=1e-12)
+    for name, ns in full["layer_ns"].items():
+        assert fast["layer_ns"][name] == pytest.approx(ns, rel=1e-12, abs=1e-9), name
+    assert fast["embedding_ns"] == pytest.approx(full["embedding_ns"], rel=1e-12)
+
+
+def test_data_mode_and_traces_simulate_every_piece():
+    cfg = load_model(TINY)
+    r = run_decode_step(load_topology(SMALL), Dims.of(cfg), 2, 64, layers=2, data=True)
+    assert r.record["collective"]["replayed_pieces"] == 0
+    r = run_decode_step(load_topology(SMALL), Dims.of(cfg), 2, 64, layers=2,
+                        keep_records=True)
+    assert r.record["collective"]["replayed_pieces"] == 0
+    assert r.record["collective"]["simulated_pieces"] == 5
+
+
+def test_settle_drops_a_finished_tail_and_sees_what_is_pending():
+    from kernbench.sim_engine.engine import GraphEngine
+
+    engine = GraphEngine(load_topology(SMALL), keep_records=False)
+    env = engine.env
+    assert engine.settle()
+    env.timeout(0)  # due now, nothing waits on it: a finished launch's tail
+    assert engine.settle() and env.now == 0
+    env.timeout(5).callbacks.append(lambda ev: None)
+    assert not engine.settle()
+    woken = []
+    env.timeout(0).callbacks.append(woken.append)  # due now and waited on: kept
+    engine.run(until=1)
+    assert not engine.settle()  # the one at 5 is still pending
+    assert woken and env.now == 1

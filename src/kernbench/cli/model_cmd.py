@@ -47,6 +47,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--skew", type=float, default=0.0,
                    help="MoE, timing mode: Zipf exponent of the routing over experts "
                         "(default 0: uniform)")
+    p.add_argument("--simulate-every-piece", action="store_true", dest="every_piece",
+                   help="simulate every all-reduce piece (default: a piece the size of one "
+                        "already simulated on an idle system takes its span; docs/adr/0050)")
     p.add_argument("--json", action="store_true", help="print one JSON document instead")
     p.add_argument("--trace", metavar="OUT.json", help="write a Chrome/Perfetto timeline")
     p.add_argument("--data", action="store_true", help="data mode: compute real values")
@@ -158,7 +161,8 @@ def run(args: argparse.Namespace) -> int:
     r = step_function(args.phase)(graph, dims, args.batch, args.context,
                                   layers=args.layers, tp=args.tp, data=args.data,
                                   seed=args.seed, model=model.name,
-                                  keep_records=bool(args.trace), moe=moe)
+                                  keep_records=bool(args.trace), moe=moe,
+                                  replay=not args.every_piece)
     if args.dump:
         import numpy as np
 
@@ -197,6 +201,11 @@ def _table(out, rec: dict) -> None:
     if rec["layer_spread"] is not None:
         note += f"; layers 2..{n} differ by {100 * rec['layer_spread']:.3f} %"
     out.write(f"# {note}\n")
+    pieces = rec["collective"]
+    if pieces["replayed_pieces"]:
+        out.write(f"# all-reduce pieces: {pieces['simulated_pieces']} simulated, "
+                  f"{pieces['replayed_pieces']} the span of an equal piece before them "
+                  f"(--simulate-every-piece simulates them all)\n")
     out.write(f"embedding {rec['embedding_ns'] * us:.3f} us   LM head "
               f"{rec['lm_head_ns'] * us:.3f} us\n")
     what = "TPOT" if rec["phase"] == "decode" else "TTFT"

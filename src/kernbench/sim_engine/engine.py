@@ -285,6 +285,16 @@ class GraphEngine:
         if until is None:
             self._raise_deadlock()
 
+    def settle(self) -> bool:
+        """Process the events due now that nothing waits on (a finished launch's tail:
+        its completion, its kernels' ends), as the next step would first; True when no
+        other event is pending, so nothing is in flight anywhere."""
+        env = self.env
+        queue = env._queue  # SimPy keeps (time, priority, id, event) in a heap
+        while queue and queue[0][0] == env.now and not queue[0][3].callbacks:
+            env.step()
+        return not queue
+
     def _raise_deadlock(self) -> None:
         blocked = [r for r in self.programs if r.started and not r.finished]
         if blocked:

@@ -61,7 +61,7 @@ class _Step:
 
     def __init__(self, graph, dims: Dims, rows: int, positions, tp, data: bool,
                  seed: int, algorithm: str, keep_records: bool = False,
-                 ring: bool = False) -> None:
+                 ring: bool = False, replay: bool = True) -> None:
         self.dims, self.T, self.data = dims, rows, data
         self.mapping = build(graph.spec, dims, tp, ring=ring)
         self.engine = GraphEngine(graph, enable_data=data, keep_records=keep_records)
@@ -70,7 +70,11 @@ class _Step:
             self.engine.pe(*c)
         self.chunk_bytes = collective_chunk_bytes(graph.spec)
         self.collective = {"algorithm": algorithm, "slot_bytes": COLLECTIVE_SLOT_BYTES,
-                           "chunk_bytes": self.chunk_bytes}
+                           "chunk_bytes": self.chunk_bytes, "simulated_pieces": 0,
+                           "replayed_pieces": 0}
+        # timing mode only: data must be reduced, and a trace shows every event
+        self.replay = replay and not data and not keep_records
+        self.piece_spans: dict[int, tuple[float, float]] = {}  # bytes -> (span, prediction)
         self.backend = AhbmBackend(self.ctx, algorithm, pes=tuple(range(self.mapping.k)),
                                    ipcq={"slot_bytes": COLLECTIVE_SLOT_BYTES})
         self.queues = {"collective": queue_sets(self.engine)}
@@ -111,10 +115,32 @@ class _Step:
         shard = tensors[0].placements[0].nbytes
         predicted = 0.0
         for off in range(0, shard, self.chunk_bytes):
-            part = {sip: t.chunk(off, min(self.chunk_bytes, shard - off))
-                    for sip, t in tensors.items()}
-            predicted += self.backend.all_reduce_all(part).predicted_ns
+            size = min(self.chunk_bytes, shard - off)
+            predicted += self._piece({sip: t.chunk(off, size) for sip, t in tensors.items()},
+                                     size)
         self.collectives.append(predicted)
+
+    def _piece(self, part: dict, size: int) -> float:
+        """All-reduce one piece of ``size`` bytes per rank; its prediction.
+
+        On an idle system (nothing in flight) a piece takes the same span whatever its
+        start time and addresses, as every piece of the same size before it
+        (docs/adr/0050). With ``replay`` such a piece is not simulated again: time
+        advances by the first one's span, and the record counts it as replayed."""
+        env = self.engine.env
+        idle = self.engine.settle()
+        known = self.piece_spans.get(size) if idle and self.replay else None
+        if known is not None:
+            span, predicted = known
+            self.engine.run(until=env.now + span)
+            self.collective["replayed_pieces"] += 1
+            return predicted
+        start = env.now
+        predicted = self.backend.all_reduce_all(part).predicted_ns
+        if idle:
+            self.piece_spans.setdefault(size, (env.now - start, predicted))
+        self.collective["simulated_pieces"] += 1
+        return predicted
 
     def embedding(self) -> float:
         """Token rows from each rank's vocabulary shard, then an all-reduce into x."""
@@ -183,14 +209,16 @@ def _run_layers(st: _Step, layer, n: int, caches) -> list[dict]:
 def run_decode_step(graph, dims: Dims, users: int, context: int, *, layers: int | None = None,
                     tp: int | None = None, data: bool = False, seed: int = 0,
                     model: str = "", algorithm: str = "lrab_hierarchical",
-                    keep_records: bool = False, moe: MoeSettings | None = None) -> StepRun:
-    """Simulate one decode step of ``dims`` (``layers`` of its layers, default all)."""
+                    keep_records: bool = False, moe: MoeSettings | None = None,
+                    replay: bool = True) -> StepRun:
+    """Simulate one decode step of ``dims`` (``layers`` of its layers, default all);
+    ``replay`` False simulates every all-reduce piece (``_Step._piece``)."""
     _positive("batch", users)
     _positive("context", context)
     n = _layers(dims, layers)
     moe = check_settings(moe, dims)
     st = _Step(graph, dims, users, np.full(users, context), tp, data, seed, algorithm,
-               keep_records)
+               keep_records, replay=replay)
     st.install_attention(reduce_tables(list(st.mapping.groups)), 4,
                          max(4096, dims.G * dims.d * 4))
     embed_ns = st.embedding()
@@ -214,7 +242,8 @@ def run_decode_step(graph, dims: Dims, users: int, context: int, *, layers: int 
 def run_prefill_step(graph, dims: Dims, batch: int, context: int, *,
                      layers: int | None = None, tp: int | None = None, data: bool = False,
                      seed: int = 0, model: str = "", algorithm: str = "lrab_hierarchical",
-                     keep_records: bool = False, moe: MoeSettings | None = None) -> StepRun:
+                     keep_records: bool = False, moe: MoeSettings | None = None,
+                     replay: bool = True) -> StepRun:
     """Simulate the prefill of one prompt of ``context`` tokens up to its first output
     token (TTFT): embedding, ``layers`` layers over every token, the LM head on the last."""
     from kernbench.experiments.llm.prefill_run import PrefillLayer, RingAttention
@@ -225,7 +254,7 @@ def run_prefill_step(graph, dims: Dims, batch: int, context: int, *,
     n = _layers(dims, layers)
     moe = check_settings(moe, dims)
     st = _Step(graph, dims, context, np.arange(context), tp, data, seed, algorithm,
-               keep_records, ring=True)
+               keep_records, ring=True, replay=replay)
     ring = RingAttention(st.ctx, st.mapping, dims, context, data)
     st.install_attention(*ring.ipcq())
     embed_ns = st.embedding()

@@ -321,27 +321,31 @@ def test_prefill_of_a_longer_prompt_takes_longer(prefill_record):
         assert short["layer_ns"][op] < prefill_record["layer_ns"][op], op
 
 
-def _pieces_both_ways(monkeypatch, run, **kw):
+def _pieces_both_ways(monkeypatch, run, sharing, **kw):
     """The record with equal all-reduce pieces replayed (the default) and simulated."""
     from kernbench.experiments.llm import step
 
     monkeypatch.setattr(step, "collective_chunk_bytes", lambda spec: 4096)
     dims = Dims.of(load_model(TINY))
-    return [run(load_topology(SMALL), dims, **kw, replay=r).record for r in (True, False)]
+    graph = lambda: load_topology(SMALL, {"fabric.sharing": sharing})  # noqa: E731
+    return [run(graph(), dims, **kw, replay=r).record for r in (True, False)]
 
 
-@pytest.mark.parametrize("phase", ["prefill", "decode"])
-def test_replayed_all_reduce_pieces_take_the_span_simulating_them_gives(monkeypatch, phase):
+@pytest.mark.parametrize("phase,sharing", [("prefill", "interleaved"), ("prefill", "fifo"),
+                                           ("decode", "interleaved")])
+def test_replayed_all_reduce_pieces_take_the_span_simulating_them_gives(monkeypatch, phase,
+                                                                         sharing):
     """docs/adr/0050: a piece the size of one simulated before, on an idle system, is
     counted as that one's span; simulating every piece gives the same step to rounding.
     Prefill [40, 256] f16 rows cut into 4 KiB pieces end in a shorter piece, which
     has a span of its own (taking the full piece's for it fails this test)."""
     if phase == "prefill":
-        fast, full = _pieces_both_ways(monkeypatch, run_prefill_step, batch=1, context=40,
-                                       layers=2)
+        fast, full = _pieces_both_ways(monkeypatch, run_prefill_step, sharing, batch=1,
+                                       context=40, layers=2)
     else:
-        fast, full = _pieces_both_ways(monkeypatch, run_decode_step, users=3, context=100,
-                                       layers=2)
+        fast, full = _pieces_both_ways(monkeypatch, run_decode_step, sharing, users=3,
+                                       context=100, layers=2)
+    assert fast["links"] == full["links"] == sharing
     shard = (40 if phase == "prefill" else 3) * 256 * 2
     per_reduce = -(-shard // 4096)
     reduces = 1 + 2 * full["simulated_layers"]  # the embedding's, then two per layer

@@ -16,6 +16,13 @@ Workloads (timing mode, each in a fresh process, one core, the cyclic collector 
 - ``prefill_8b``: Llama 3 8B on the default topology, one 256-token prompt, one layer
   simulated (the default study's longest prefill point);
 - ``prefill_tiny``: the tiny model's two layers over a 300-token prompt;
+- ``prefill_8b_every_piece``: ``prefill_8b`` with every all-reduce piece simulated
+  (``--simulate-every-piece``), the baseline of the replayed pieces (docs/adr/0050);
+- ``prefill_70b_1k`` / ``prefill_70b_8k``: Llama 3 70B on llama70b_4sip, one prompt of
+  1,024 / 8,192 tokens, one layer simulated, FIFO links (the issue's target for 8K:
+  <= 5 minutes; each [S, D] all-reduce is S / 64 pieces of 1 MiB, of which one is
+  simulated, so the projections' supertiles and attention set the time; the 8K one
+  runs for over an hour on our machines: ask for it with ``--only``);
 - ``decode_mixtral_tp`` / ``decode_mixtral_ep``: Mixtral 8x7B (32 layers, 8 experts,
   top 2) on the default topology, batch 16, context 4K, FIFO links, two layers
   simulated, experts tensor- or expert-parallel (the MoE issue's target: <= 60 s);
@@ -24,10 +31,8 @@ Workloads (timing mode, each in a fresh process, one core, the cyclic collector 
   simulated.
 
 Each reports wall seconds, the simulated step (TPOT or TTFT), the spread of the
-simulated layers after the first, and the bare SimPy events per second of the same run
-(so machines compare). The issue's 70B prefill of 8K tokens has no workload: its
-[8192, 8192] all-reduces alone are 128 pieces of 1 MiB over 512 ranks each.
-Writes benchmarks/out/llm_speed.json (or --out); asserts nothing.
+simulated layers after the first, the all-reduce pieces simulated and replayed, and the
+bare SimPy events per second of the same run (so machines compare). Writes benchmarks/out/llm_speed.json (or --out); asserts nothing.
 """
 
 from __future__ import annotations
@@ -53,11 +58,12 @@ FIFO = {"fabric.sharing": "fifo"}
 
 def _workload(model: str, topology: str, phase: str, batch: int, context: int, layers: int,
               overrides: dict | None = None, moe: MoeSettings | None = None,
-              tp: int | None = None) -> dict:
+              tp: int | None = None, replay: bool = True) -> dict:
     """One step to time: ``layers`` decoder layers simulated, ``tp`` ranks (None: the
-    mapping's default, every PE)."""
+    mapping's default, every PE); ``replay`` False simulates every all-reduce piece."""
     return {"model": model, "topology": topology, "phase": phase, "batch": batch,
-            "context": context, "layers": layers, "overrides": overrides, "moe": moe, "tp": tp}
+            "context": context, "layers": layers, "overrides": overrides, "moe": moe, "tp": tp,
+            "replay": replay}
 
 
 WORKLOADS = {
@@ -67,6 +73,10 @@ WORKLOADS = {
     "decode_tiny": _workload(TINY, "small_2x2", "decode", 2, 64, 2),
     "prefill_8b": _workload("llama3-8b", "default", "prefill", 1, 256, 1),
     "prefill_tiny": _workload(TINY, "small_2x2", "prefill", 1, 300, 2),
+    "prefill_8b_every_piece": _workload("llama3-8b", "default", "prefill", 1, 256, 1,
+                                        replay=False),
+    "prefill_70b_1k": _workload("llama3-70b", "llama70b_4sip", "prefill", 1, 1024, 1, FIFO),
+    "prefill_70b_8k": _workload("llama3-70b", "llama70b_4sip", "prefill", 1, 8192, 1, FIFO),
     "decode_mixtral_tp": _workload("mixtral-8x7b", "default", "decode", 16, 4096, 2, FIFO,
                                    MoeSettings(parallel="tp")),
     "decode_mixtral_ep": _workload("mixtral-8x7b", "default", "decode", 16, 4096, 2, FIFO,
@@ -86,6 +96,7 @@ def measure(name: str) -> dict:
     graph = load_topology(TOPOLOGIES / f"{w['topology']}.yaml", w["overrides"])
     dims = Dims.of(load_model(w["model"]))
     extra = {k: w[k] for k in ("moe", "tp") if w[k] is not None}
+    extra["replay"] = w["replay"]
     collecting = gc.isenabled()
     gc.freeze()
     gc.disable()
@@ -101,7 +112,9 @@ def measure(name: str) -> dict:
     return {"phase": w["phase"], "wall_s": round(wall, 2), "step_ns": rec["step_ns"],
             "layers": rec["layers"], "simulated_layers": rec["simulated_layers"],
             "layer_spread": rec["layer_spread"], "pes": rec["pes"],
-            "links": graph.spec.sharing}
+            "links": graph.spec.sharing,
+            "all_reduce_pieces": {k: rec["collective"][k]
+                                  for k in ("simulated_pieces", "replayed_pieces")}}
 
 
 def _line(name: str, w: dict) -> str:

@@ -21,8 +21,9 @@ Workloads (timing mode, each in a fresh process, one core, the cyclic collector 
 - ``prefill_70b_1k`` / ``prefill_70b_8k``: Llama 3 70B on llama70b_4sip, one prompt of
   1,024 / 8,192 tokens, one layer simulated, FIFO links (the issue's target for 8K:
   <= 5 minutes; each [S, D] all-reduce is S / 64 pieces of 1 MiB, of which one is
-  simulated, so the projections' supertiles and attention set the time; the 8K one
-  runs for over an hour on our machines: ask for it with ``--only``);
+  simulated, so the projections' supertiles and attention set the time; the 8K one has
+  eight times the rows of the 1K one to project, and more attention: ask for it with
+  ``--only``);
 - ``decode_mixtral_tp`` / ``decode_mixtral_ep``: Mixtral 8x7B (32 layers, 8 experts,
   top 2) on the default topology, batch 16, context 4K, FIFO links, two layers
   simulated, experts tensor- or expert-parallel (the MoE issue's target: <= 60 s);

@@ -128,8 +128,8 @@ class _Step:
         (docs/adr/0050). With ``replay`` such a piece is not simulated again: time
         advances by the first one's span, and the record counts it as replayed."""
         env = self.engine.env
-        idle = self.engine.settle()
-        known = self.piece_spans.get(size) if idle and self.replay else None
+        idle = self.replay and self.engine.settle()  # off: the simulation as it always ran
+        known = self.piece_spans.get(size) if idle else None
         if known is not None:
             span, predicted = known
             self.engine.run(until=env.now + span)
@@ -245,7 +245,8 @@ def run_prefill_step(graph, dims: Dims, batch: int, context: int, *,
                      keep_records: bool = False, moe: MoeSettings | None = None,
                      replay: bool = True) -> StepRun:
     """Simulate the prefill of one prompt of ``context`` tokens up to its first output
-    token (TTFT): embedding, ``layers`` layers over every token, the LM head on the last."""
+    token (TTFT): embedding, ``layers`` layers over every token, the LM head on the last;
+    ``replay`` as in :func:`run_decode_step`."""
     from kernbench.experiments.llm.prefill_run import PrefillLayer, RingAttention
 
     if _positive("batch", batch) != 1:

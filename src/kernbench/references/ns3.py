@@ -128,7 +128,7 @@ def packet_reference_completions(graph: TopologyGraph, name: str, nbytes: int = 
 def run_scenarios(graph: TopologyGraph, names: Sequence[str] = SCENARIOS, nbytes: int = NBYTES,
                   packet_bytes: int = PACKET_BYTES,
                   header_bytes: int = HEADER_BYTES) -> dict[str, dict]:
-    """Every scenario in one ns-3 run (the import costs ~15 s), one answer per scenario.
+    """Every scenario in one ns-3 run (loading ns-3 costs seconds), one answer per scenario.
 
     Scenario ``k`` starts ``k x SPACING_NS`` later and its flows are renamed
     ``scenario/flow``; the scenarios share nodes but never overlap in time.

@@ -1,6 +1,6 @@
 """The packet reference against ns-3: every flow's completion, ns-3 as the truth.
 
-All scenarios share one ns-3 run (its import costs ~20 s), so they are one
+All scenarios share one ns-3 run (loading ns-3 takes seconds), so they are one
 workload; ``references/ns3.py`` builds the flows and both sides of the check.
 """
 

@@ -154,3 +154,17 @@ def test_virtual_addresses_are_unique_across_sips(ops):
 
 
 _FOUR_SIPS = [None]
+
+
+def test_a_finished_run_frees_its_engine_and_runtime(default_graph):
+    """The registry of system runtimes holds its engines weakly: once the caller drops a
+    run, a collection frees the engine and its runtime. A runtime that referred back to
+    its engine kept every run of a long process (the tests, in-process jobs) alive."""
+    import gc
+    import weakref
+
+    handle, _, ctx = run_on(default_graph, 0, np.ones((ROWS, COLS), np.float32))
+    engine, runtime = weakref.ref(ctx.engine), weakref.ref(SystemRuntime.of(ctx.engine))
+    del handle, ctx
+    gc.collect()
+    assert engine() is None and runtime() is None

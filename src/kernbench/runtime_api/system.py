@@ -27,8 +27,9 @@ MEMORIES = ("hbm", "sram", "tcm")
 
 class SystemRuntime:
     def __init__(self, engine) -> None:
+        # No reference to ``engine``: it is this runtime's key in the weak registry, and
+        # a value that refers to its key keeps both alive for the rest of the process.
         spec = engine.graph.spec
-        self.engine = engine
         self.sips = spec.sips.count
         self.va = VirtualAllocator(page_size=spec.pe.page_size)
         self._cfg = AddressConfig.from_spec(spec)

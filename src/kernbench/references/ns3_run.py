@@ -34,7 +34,7 @@ BASE_PORT = 9000
 STOP_AFTER_S = 1.0  # after the last start: far beyond any traffic (FlowMonitor never idles)
 # The ns-3 modules a run uses, in link order (each after those it links against). The
 # wheel's own ``from ns import ns`` parses the headers of all ~50 modules (Wi-Fi, LTE,
-# ...) and takes 13-20 s; these eight take about 2.5 s.
+# ...) and takes 13-20 s; these eight take about 2.5 s (docs/adr/0051).
 MODULES = ("core", "network", "stats", "traffic-control", "internet", "point-to-point",
            "applications", "flow-monitor")
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import gc
+import weakref
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -160,9 +163,6 @@ def test_a_finished_run_frees_its_engine_and_runtime(default_graph):
     """The registry of system runtimes holds its engines weakly: once the caller drops a
     run, a collection frees the engine and its runtime. A runtime that referred back to
     its engine kept every run of a long process (the tests, in-process jobs) alive."""
-    import gc
-    import weakref
-
     handle, _, ctx = run_on(default_graph, 0, np.ones((ROWS, COLS), np.float32))
     engine, runtime = weakref.ref(ctx.engine), weakref.ref(SystemRuntime.of(ctx.engine))
     del handle, ctx

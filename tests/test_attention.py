@@ -113,6 +113,26 @@ def test_batched_decode_keeps_users_apart(default_graph):
     assert not np.allclose(r.arrays["o_0_0"], r.arrays["o_1_0"])
 
 
+@pytest.mark.parametrize("variant", ["opt2", "opt3"])
+def test_fused_reduce_gives_each_user_its_attention_in_fewer_messages(default_graph, variant):
+    """Every user's state merged once per tree edge (ADR 0052): each user's output is
+    still its own numpy attention, and every rank but a root sends U + 2 messages (m
+    and l stacked, O one user per message) instead of 3 U."""
+    U, C, P = 3, 2, 4
+    runs = {fused: run_decode(default_graph, 300, users=U, C=C, P=P, variant=variant, tile=64,
+                              data=True, seed=5, shape=SMALL, keep_records=True,
+                              fused_reduce=fused) for fused in (False, True)}
+    for r in runs.values():
+        assert r.max_error < TOL
+        for key in (f"{u}_{h}" for u in range(U) for h in range(2)):
+            ref = reference_attention(r.arrays[f"q_{key}"], r.arrays[f"k_{key}"],
+                                      r.arrays[f"v_{key}"], causal=False)
+            np.testing.assert_allclose(r.arrays[f"o_{key}"], ref, atol=TOL)
+    copies = {fused: sum(rec.op_name == "ipcq_copy" for rec in r.engine.op_log.records)
+              for fused, r in runs.items()}
+    assert copies == {False: 3 * U * (C * P - 1) * 2, True: (U + 2) * (C * P - 1) * 2}
+
+
 def test_decode_kv_reads_do_not_grow_with_G(default_graph):
     runs = {G: run_decode(default_graph, 1024, C=1, P=2, tile=128, shape=Shape(2, G, 128))
             for G in (1, 8)}

@@ -196,7 +196,8 @@ class CompositeCmd(PeCommand):
 
     ops: tuple[OpSpec, ...]
     rw_handles: tuple[TensorHandle, ...] = ()
-    tile_shape: tuple[int, int, int] | None = None
+    # (m, k, n), None for the scheduler's supertile, or "stream" (tiling.stream_supertile)
+    tile_shape: tuple[int, int, int] | str | None = None
     single_op = False
     waits_for_inputs = False
     needs_known_deps = False

@@ -3,9 +3,9 @@
 Each step is a launch the host waits for, so the steps' spans add up to the
 layer: ``qkv`` (Q/K/V projections on every rank), ``rope`` (rotation and
 KV-cache append on each group root), ``attention`` (the gqa study's fused
-split-KV decode kernel as it is), ``o_proj``, ``allreduce_attn``, ``ffn``
-(SwiGLU) and ``allreduce_ffn``. The two RMSNorms run fused as the prologues of
-the QKV and FFN composites; ``norms`` is their time (the slowest rank's
+split-KV decode kernel, the users' states merged together: ADR 0052),
+``o_proj``, ``allreduce_attn``, ``ffn`` (SwiGLU) and ``allreduce_ffn``. The two
+RMSNorms run fused as the prologues of the QKV and FFN composites; ``norms`` is their time (the slowest rank's
 prologues in each launch), taken out of those two spans.
 The residual stream lives in two per-rank f16 buffers; the rank that
 carries the residual adds it in its projection's epilogue, so each
@@ -206,7 +206,7 @@ class DecodeLayer:
                     for u in range(T))
                 ranks[(g.sip, cube, pe)] = DecodeRank(
                     users, B, G, d, ATTN_TILE, 1.0 / np.sqrt(d), self.variant,
-                    *reduce_directions(g, cube, pe))
+                    *reduce_directions(g, cube, pe), fused_reduce=True)
         return ranks
 
     def _o_proj(self, w: LayerWeights, x: dict, partial: dict) -> None:

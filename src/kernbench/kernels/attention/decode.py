@@ -25,7 +25,10 @@ K^T and V tiles are read into TCM with lazy ``tl.load`` (one DMA each), so
 both GEMMs run on TCM operands.
 
 Batched decode (several users) sweeps every user's KV in turn, then reduces
-each user's state. Design: docs/adr/0026-gqa-attention.md.
+each user's state. With ``fused_reduce`` the users' states sit stacked in one
+[users x G]-row buffer and every tree edge carries all of them at once: one
+merge per edge instead of one per user, the O rows sent in one-user pieces (a
+queue slot holds one user's O). Design: docs/adr/0026-gqa-attention.md, 0052.
 """
 
 from __future__ import annotations
@@ -65,6 +68,7 @@ class DecodeRank:
     cube_parent: str | None  # only on a CUBE's root PE
     tile_shape: tuple[int, int, int] | None = None  # composite supertile (None: scheduler's)
     stationary: str = "auto"  # operand the MAC array holds: "b" (K, V), "a" (Q, P), "auto"
+    fused_reduce: bool = False  # several users: one stacked merge per tree edge (ADR 0052)
 
 
 class _Tiles:
@@ -182,6 +186,21 @@ def _sweep_opt2(tl, r: DecodeRank, u: UserBlock, q, state) -> None:
 SWEEPS = {"opt1": _sweep_opt1, "opt2": _sweep_opt2, "opt3": _sweep_opt3}
 
 
+def _rows(tl, x, r0: int, n: int):
+    """Rows ``r0 .. r0+n`` of a contiguous 2-D TCM tensor, as a view (no command)."""
+    cols = x.shape[1]
+    flat = tl.reshape(x, (x.shape[0] * cols,))
+    return tl.reshape(tl.view(flat, r0 * cols, n * cols), (n, cols))
+
+
+def _pieces(tl, x, G: int, users: int, d: int) -> list:
+    """``x`` (``users`` x G rows) in messages of at most one user's O (G x d f32)."""
+    per = max(1, d // x.shape[1])  # users per message
+    if per >= users:
+        return [x]
+    return [_rows(tl, x, u * G, min(per, users - u) * G) for u in range(0, users, per)]
+
+
 def _receive_merge(tl, state, direction: str, G: int, d: int) -> None:
     with tl.scratch_scope():
         m_b = tl.recv(direction, (G, 1), "f32")
@@ -195,29 +214,75 @@ def _send(tl, state, direction: str) -> None:
         tl.send(direction, h)
 
 
+class _Stacked:
+    """Every user's (m, l, O) stacked by rows, reduced once per tree edge."""
+
+    def __init__(self, tl, r: DecodeRank) -> None:
+        self.tl, self.r, self.U = tl, r, len(r.users)
+        self.state = init_running(tl, self.U * r.G, r.d)
+        self.users = [tuple(_rows(tl, x, u * r.G, r.G) for x in self.state)
+                      for u in range(self.U)]
+        # one inbox for every child's stacked state, reused edge after edge
+        self.inbox = [tl.zeros((self.U * r.G, cols), "f32") for cols in (1, 1, r.d)] \
+            if r.pe_children or r.cube_children else []
+
+    def receive_merge(self, direction: str) -> None:
+        tl, r = self.tl, self.r
+        for buf in self.inbox:
+            for piece in _pieces(tl, buf, r.G, self.U, r.d):
+                tl.recv(direction, dst=piece)
+        merge_into(tl, self.state, *self.inbox)
+
+    def send(self, direction: str) -> None:
+        for h in self.state:
+            for piece in _pieces(self.tl, h, self.r.G, self.U, self.r.d):
+                self.tl.send(direction, piece)
+
+    def finish(self) -> None:
+        """Normalise at the group root: one store when the users' outputs are adjacent."""
+        tl, r = self.tl, self.r
+        _, l, O = self.state
+        step = r.G * r.d * 4
+        if all(u.o == r.users[0].o + i * step for i, u in enumerate(r.users)):
+            tl.store(r.users[0].o, O / l)
+            return
+        for u, (_, l_u, o_u) in zip(r.users, self.users, strict=True):
+            tl.store(u.o, o_u / l_u)
+
+
+def _reduce(r: DecodeRank, receive_merge, send, finish) -> None:
+    """Merge the children's states (PE tree, then CUBE tree); send to the parent, or
+    finish at the group root."""
+    for direction in r.pe_children:
+        receive_merge(direction)
+    if r.pe_parent is not None:
+        send(r.pe_parent)
+        return
+    for direction in r.cube_children:
+        receive_merge(direction)
+    if r.cube_parent is not None:
+        send(r.cube_parent)
+        return
+    finish()
+
+
 def gqa_decode(ranks: dict, *, tl) -> None:
     """One rank of split-KV decode; ``ranks[(sip, cube, pe)]`` is its :class:`DecodeRank`."""
     r: DecodeRank = ranks[(tl.program_id(2), tl.program_id(1), tl.program_id(0))]
     sweep = SWEEPS[r.variant]
+    stacked = _Stacked(tl, r) if r.fused_reduce and len(r.users) > 1 else None
     states = []
-    for u in r.users:
+    for i, u in enumerate(r.users):
         q = tl.load(u.q, (r.G, r.d), "f16")
-        state = init_running(tl, r.G, r.d)
+        state = stacked.users[i] if stacked else init_running(tl, r.G, r.d)
         with tl.scratch_scope():  # tile buffers are reused by the next user
             sweep(tl, r, u, q, state)
         states.append(state)
     tl.mark("reduce")
-    for u, state in zip(r.users, states, strict=True):
-        for direction in r.pe_children:
-            _receive_merge(tl, state, direction, r.G, r.d)
-        if r.pe_parent is not None:
-            _send(tl, state, r.pe_parent)
-            continue
-        for direction in r.cube_children:
-            _receive_merge(tl, state, direction, r.G, r.d)
-        if r.cube_parent is not None:
-            _send(tl, state, r.cube_parent)
-            continue
-        m, l, O = state
-        tl.store(u.o, O / l)  # normalise once, at the group root
+    if stacked is not None:
+        _reduce(r, stacked.receive_merge, stacked.send, stacked.finish)
+    for u, state in zip(r.users, states if stacked is None else (), strict=False):
+        _reduce(r, lambda direction, s=state: _receive_merge(tl, s, direction, r.G, r.d),
+                lambda direction, s=state: _send(tl, s, direction),
+                lambda u=u, s=state: tl.store(u.o, s[2] / s[1]))  # normalise once, at the root
     tl.wait()

@@ -133,6 +133,29 @@ def test_fused_reduce_gives_each_user_its_attention_in_fewer_messages(default_gr
     assert copies == {False: 3 * U * (C * P - 1) * 2, True: (U + 2) * (C * P - 1) * 2}
 
 
+@pytest.mark.parametrize("fused", [False, True])
+def test_block_sweep_gives_each_user_its_attention_in_fewer_commands(default_graph, fused):
+    """opt3 over blocks of two users (ADR 0053: users 0-1, then 2): each user's output is
+    still its own numpy attention, with the per-user sweep's Q.K^T and P.V composites
+    and KV reads but one set of softmax steps per block and tile."""
+    U, C, P, S, tile = 3, 2, 4, 300, 64
+    runs = {n: run_decode(default_graph, S, users=U, C=C, P=P, tile=tile, data=True, seed=7,
+                          shape=SMALL, fused_reduce=fused, sweep_users=n) for n in (1, 2)}
+    for r in runs.values():
+        assert r.max_error < TOL
+        for key in (f"{u}_{h}" for u in range(U) for h in range(2)):
+            ref = reference_attention(r.arrays[f"q_{key}"], r.arrays[f"k_{key}"],
+                                      r.arrays[f"v_{key}"], causal=False)
+            np.testing.assert_allclose(r.arrays[f"o_{key}"], ref, atol=TOL)
+    one, two = (runs[n].op_counts for n in (1, 2))
+    for kind in ("dma_read", "composite_gemm"):
+        assert one[kind] == two[kind]
+    # 300 tokens over 8 ranks: one 64-token tile per user on each of 2 x 8 ranks, so one
+    # row max per rank and user, or per rank and block of users
+    assert (one["max"], two["max"]) == (2 * C * P * U, 2 * C * P * 2)
+    assert two["dispatch"] < one["dispatch"]
+
+
 def test_decode_kv_reads_do_not_grow_with_G(default_graph):
     runs = {G: run_decode(default_graph, 1024, C=1, P=2, tile=128, shape=Shape(2, G, 128))
             for G in (1, 8)}

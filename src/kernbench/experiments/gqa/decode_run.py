@@ -122,7 +122,7 @@ class _Host:
 def _group_ranks(g: CubeGroup, blocks: list[tuple], h: _Host, knobs: tuple) -> dict:
     """The DecodeRank of every PE of group ``g``: its users' blocks and its place in
     both reduce levels (PE tree in its CUBE; centre mesh over CUBEs, on PE 0)."""
-    variant, tile, tile_shape, stationary, fused_reduce = knobs
+    variant, tile, tile_shape, stationary, fused_reduce, sweep_users = knobs
     G, d, S, B, P = h.shape.G, h.shape.d, h.S, h.B, h.P
     root = root_of(g)
     rc = root[1]
@@ -138,7 +138,8 @@ def _group_ranks(g: CubeGroup, blocks: list[tuple], h: _Host, knobs: tuple) -> d
                 for tq, tk, tv, to in blocks)
             ranks[(g.sip, cube, pe)] = DecodeRank(
                 users_here, B, G, d, tile, h.shape.scale, variant,
-                *reduce_directions(g, cube, pe), tile_shape, stationary, fused_reduce)
+                *reduce_directions(g, cube, pe), tile_shape, stationary, fused_reduce,
+                sweep_users)
     return ranks
 
 
@@ -147,7 +148,7 @@ def run_decode(graph, context: int, *, users: int = 1, C: int = 2, P: int = 8,
                tile_shape: tuple[int, int, int] | None = None, data: bool = False, seed: int = 0,
                shape: Shape = LLAMA3_70B, keep_records: bool = False, progress=None,
                stationary: str = "auto", planned: bool = True,
-               fused_reduce: bool = False) -> AttentionRun:
+               fused_reduce: bool = False, sweep_users: int = 1) -> AttentionRun:
     check_stationary(stationary)
     spec = graph.spec
     validate(spec, context, users, C, P, variant, tile, shape)
@@ -159,7 +160,8 @@ def run_decode(graph, context: int, *, users: int = 1, C: int = 2, P: int = 8,
         ctx.set_device(g.sip)
         blocks = h.tensors(g)
         ranks.update(_group_ranks(g, blocks, h,
-                                  (variant, tile, tile_shape, stationary, fused_reduce)))
+                                  (variant, tile, tile_shape, stationary, fused_reduce,
+                                   sweep_users)))
     tables = reduce_tables(groups)
     if tables:
         ctx.install_ipcq(tables, slots=4, slot_bytes=max(4096, shape.G * shape.d * 4))

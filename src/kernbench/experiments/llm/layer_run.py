@@ -3,7 +3,7 @@
 Each step is a launch the host waits for, so the steps' spans add up to the
 layer: ``qkv`` (Q/K/V projections on every rank), ``rope`` (rotation and
 KV-cache append on each group root), ``attention`` (the gqa study's fused
-split-KV decode kernel, the users' states merged together: ADR 0052),
+split-KV decode kernel, its users stacked: ADR 0052, 0053),
 ``o_proj``, ``allreduce_attn``, ``ffn`` (SwiGLU) and ``allreduce_ffn``. The two
 RMSNorms run fused as the prologues of the QKV and FFN composites; ``norms`` is their time (the slowest rank's
 prologues in each launch), taken out of those two spans.
@@ -20,6 +20,7 @@ from kernbench.experiments.llm.moe_ep import moe_ffn
 from kernbench.experiments.llm.moe_run import MoeWeights
 from kernbench.experiments.llm.tensors import Placer, ptr, row_block
 from kernbench.geometry.groups import reduce_directions, root_of
+from kernbench.kernels.attention.batched import users_per_sweep
 from kernbench.kernels.attention.decode import DecodeRank, UserBlock, gqa_decode
 from kernbench.kernels.attention.helpers import block_len, valid_len
 from kernbench.kernels.decoder import o_project, qkv_project, rope_append, swiglu_ffn
@@ -192,6 +193,7 @@ class DecodeLayer:
         dims, T, B = self.dims, self.T, self.slots
         G, d = dims.G, dims.d
         root = root_of(g)
+        sweep = users_per_sweep(self.ctx.spec.pe.kernel_scratch_bytes, T, G, d, ATTN_TILE)
         ranks = {}
         for cube in g.cubes:
             for pe in range(g.pes):
@@ -206,7 +208,7 @@ class DecodeLayer:
                     for u in range(T))
                 ranks[(g.sip, cube, pe)] = DecodeRank(
                     users, B, G, d, ATTN_TILE, 1.0 / np.sqrt(d), self.variant,
-                    *reduce_directions(g, cube, pe), fused_reduce=True)
+                    *reduce_directions(g, cube, pe), fused_reduce=True, sweep_users=sweep)
         return ranks
 
     def _o_proj(self, w: LayerWeights, x: dict, partial: dict) -> None:

@@ -28,16 +28,20 @@ Batched decode (several users) sweeps every user's KV in turn, then reduces
 each user's state. With ``fused_reduce`` the users' states sit stacked in one
 [users x G]-row buffer and every tree edge carries all of them at once: one
 merge per edge instead of one per user, the O rows sent in one-user pieces (a
-queue slot holds one user's O). Design: docs/adr/0026-gqa-attention.md, 0052.
+queue slot holds one user's O). With ``sweep_users`` > 1 (opt3), blocks of users
+sweep together, their softmax steps one command per block (``batched.py``).
+Design: docs/adr/0026-gqa-attention.md, 0052, 0053.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kernbench.kernels.attention.helpers import init_running, merge_into, online_update, tiles
+from kernbench.errors import KernelMisuse
+from kernbench.kernels.attention.batched import Stacked, sweep_blocks
+from kernbench.kernels.attention.helpers import init_running, merge_into, online_update
+from kernbench.kernels.attention.kv_tiles import KvTiles
 
-F16 = 2
 VARIANTS = ("opt1", "opt2", "opt3")
 
 
@@ -69,49 +73,11 @@ class DecodeRank:
     tile_shape: tuple[int, int, int] | None = None  # composite supertile (None: scheduler's)
     stationary: str = "auto"  # operand the MAC array holds: "b" (K, V), "a" (Q, P), "auto"
     fused_reduce: bool = False  # several users: one stacked merge per tree edge (ADR 0052)
-
-
-class _Tiles:
-    """A rank's KV tiles, loaded into ``ahead + 2`` persistent TCM buffer pairs in turn.
-
-    ``load(j)`` issues tile j's K^T and V reads (lazy: the composites that use them
-    wait, PE_CPU does not), so the GEMMs run on TCM operands. Loading ``ahead``
-    tiles in advance keeps the DMA streaming. A new load reuses the buffers of the
-    tile before the one being consumed, whose readers have all been issued (opt3
-    fetches tile j + 1 + ahead while tile j's P.V is still to come)."""
-
-    def __init__(self, tl, r: DecodeRank, u: UserBlock, ahead: int) -> None:
-        self.tl, self.r, self.u, self.ahead = tl, r, u, ahead
-        self.todo = tiles(u.valid, r.tile)
-        n = min(ahead + 2, len(self.todo))
-        self.bufs = [(tl.zeros((r.d, r.tile), "f16"), tl.zeros((r.tile, r.d), "f16"))
-                     for _ in range(n)]
-        self.loaded: dict[int, tuple] = {}
-
-    def prefetch(self, j: int) -> None:
-        """Tile j is about to be used: make sure it and the ``ahead`` after it are loading."""
-        for i in range(j, j + self.ahead + 1):
-            self.load(i)
-
-    def load(self, j: int) -> None:
-        if j >= len(self.todo) or j in self.loaded:
-            return
-        tl, r, u = self.tl, self.r, self.u
-        start, width = self.todo[j]
-        kb, vb = self.bufs[j % len(self.bufs)]
-        if width != r.tile:  # the last, partial tile gets buffers of its own
-            kb, vb = tl.zeros((r.d, width), "f16"), tl.zeros((width, r.d), "f16")
-        k = tl.load(u.kT + start * F16, (r.d, width), "f16", row_stride=r.B, out=kb)
-        v = tl.load(u.v + start * r.d * F16, (width, r.d), "f16", out=vb)
-        self.loaded[j] = (k, v)
-
-    def get(self, j: int) -> tuple:
-        self.prefetch(j)
-        return self.loaded.pop(j)
+    sweep_users: int = 1  # opt3: users whose KV tiles one sweep takes together (ADR 0053)
 
 
 def _sweep_opt1(tl, r: DecodeRank, u: UserBlock, q, state) -> None:
-    kv = _Tiles(tl, r, u, ahead=0)  # as-is: each tile is read when it is needed
+    kv = KvTiles(tl, r, u, ahead=0)  # as-is: each tile is read when it is needed
     epi = [{"op": "scale", "factor": r.scale}]
     for j in range(len(kv.todo)):
         k, v = kv.get(j)
@@ -123,7 +89,7 @@ def _sweep_opt1(tl, r: DecodeRank, u: UserBlock, q, state) -> None:
 
 
 def _sweep_opt3(tl, r: DecodeRank, u: UserBlock, q, state) -> None:
-    kv = _Tiles(tl, r, u, ahead=1)
+    kv = KvTiles(tl, r, u, ahead=1)
     todo = kv.todo
     if not todo:
         return
@@ -171,7 +137,7 @@ def _sweep_opt3(tl, r: DecodeRank, u: UserBlock, q, state) -> None:
 
 def _sweep_opt2(tl, r: DecodeRank, u: UserBlock, q, state) -> None:
     m, l, O = state
-    kv = _Tiles(tl, r, u, ahead=1)  # the next tiles' reads overlap this tile's composites
+    kv = KvTiles(tl, r, u, ahead=1)  # the next tiles' reads overlap this tile's composites
     for j in range(len(kv.todo)):
         k, v = kv.get(j)
         with tl.scratch_scope():
@@ -186,21 +152,6 @@ def _sweep_opt2(tl, r: DecodeRank, u: UserBlock, q, state) -> None:
 SWEEPS = {"opt1": _sweep_opt1, "opt2": _sweep_opt2, "opt3": _sweep_opt3}
 
 
-def _rows(tl, x, r0: int, n: int):
-    """Rows ``r0 .. r0+n`` of a contiguous 2-D TCM tensor, as a view (no command)."""
-    cols = x.shape[1]
-    flat = tl.reshape(x, (x.shape[0] * cols,))
-    return tl.reshape(tl.view(flat, r0 * cols, n * cols), (n, cols))
-
-
-def _pieces(tl, x, G: int, users: int, d: int) -> list:
-    """``x`` (``users`` x G rows) in messages of at most one user's O (G x d f32)."""
-    per = max(1, d // x.shape[1])  # users per message
-    if per >= users:
-        return [x]
-    return [_rows(tl, x, u * G, min(per, users - u) * G) for u in range(0, users, per)]
-
-
 def _receive_merge(tl, state, direction: str, G: int, d: int) -> None:
     with tl.scratch_scope():
         m_b = tl.recv(direction, (G, 1), "f32")
@@ -212,42 +163,6 @@ def _receive_merge(tl, state, direction: str, G: int, d: int) -> None:
 def _send(tl, state, direction: str) -> None:
     for h in state:
         tl.send(direction, h)
-
-
-class _Stacked:
-    """Every user's (m, l, O) stacked by rows, reduced once per tree edge."""
-
-    def __init__(self, tl, r: DecodeRank) -> None:
-        self.tl, self.r, self.U = tl, r, len(r.users)
-        self.state = init_running(tl, self.U * r.G, r.d)
-        self.users = [tuple(_rows(tl, x, u * r.G, r.G) for x in self.state)
-                      for u in range(self.U)]
-        # one inbox for every child's stacked state, reused edge after edge
-        self.inbox = [tl.zeros((self.U * r.G, cols), "f32") for cols in (1, 1, r.d)] \
-            if r.pe_children or r.cube_children else []
-
-    def receive_merge(self, direction: str) -> None:
-        tl, r = self.tl, self.r
-        for buf in self.inbox:
-            for piece in _pieces(tl, buf, r.G, self.U, r.d):
-                tl.recv(direction, dst=piece)
-        merge_into(tl, self.state, *self.inbox)
-
-    def send(self, direction: str) -> None:
-        for h in self.state:
-            for piece in _pieces(self.tl, h, self.r.G, self.U, self.r.d):
-                self.tl.send(direction, piece)
-
-    def finish(self) -> None:
-        """Normalise at the group root: one store when the users' outputs are adjacent."""
-        tl, r = self.tl, self.r
-        _, l, O = self.state
-        step = r.G * r.d * 4
-        if all(u.o == r.users[0].o + i * step for i, u in enumerate(r.users)):
-            tl.store(r.users[0].o, O / l)
-            return
-        for u, (_, l_u, o_u) in zip(r.users, self.users, strict=True):
-            tl.store(u.o, o_u / l_u)
 
 
 def _reduce(r: DecodeRank, receive_merge, send, finish) -> None:
@@ -269,20 +184,32 @@ def _reduce(r: DecodeRank, receive_merge, send, finish) -> None:
 def gqa_decode(ranks: dict, *, tl) -> None:
     """One rank of split-KV decode; ``ranks[(sip, cube, pe)]`` is its :class:`DecodeRank`."""
     r: DecodeRank = ranks[(tl.program_id(2), tl.program_id(1), tl.program_id(0))]
-    sweep = SWEEPS[r.variant]
-    stacked = _Stacked(tl, r) if r.fused_reduce and len(r.users) > 1 else None
-    states = []
-    for i, u in enumerate(r.users):
-        q = tl.load(u.q, (r.G, r.d), "f16")
-        state = stacked.users[i] if stacked else init_running(tl, r.G, r.d)
-        with tl.scratch_scope():  # tile buffers are reused by the next user
-            sweep(tl, r, u, q, state)
-        states.append(state)
+    if r.sweep_users > 1 and r.variant != "opt3":
+        raise KernelMisuse(f"gqa_decode: sweep_users={r.sweep_users} needs variant opt3, "
+                           f"got {r.variant!r}")
+    several = len(r.users) > 1
+    stacked = Stacked(tl, r) if several and (r.fused_reduce or r.sweep_users > 1) else None
+    if stacked is not None and r.sweep_users > 1:
+        sweep_blocks(tl, r, stacked)
+        states = stacked.users
+    else:
+        states = [_sweep_user(tl, r, u, stacked.users[i] if stacked else None)
+                  for i, u in enumerate(r.users)]
     tl.mark("reduce")
-    if stacked is not None:
+    if stacked is not None and r.fused_reduce:
         _reduce(r, stacked.receive_merge, stacked.send, stacked.finish)
-    for u, state in zip(r.users, states if stacked is None else (), strict=False):
-        _reduce(r, lambda direction, s=state: _receive_merge(tl, s, direction, r.G, r.d),
-                lambda direction, s=state: _send(tl, s, direction),
-                lambda u=u, s=state: tl.store(u.o, s[2] / s[1]))  # normalise once, at the root
+    else:
+        for u, state in zip(r.users, states, strict=True):
+            _reduce(r, lambda direction, s=state: _receive_merge(tl, s, direction, r.G, r.d),
+                    lambda direction, s=state: _send(tl, s, direction),
+                    lambda u=u, s=state: tl.store(u.o, s[2] / s[1]))  # normalise at the root
     tl.wait()
+
+
+def _sweep_user(tl, r: DecodeRank, u: UserBlock, state):
+    """One user's sweep (``state``: its stacked rows, or None for a state of its own)."""
+    q = tl.load(u.q, (r.G, r.d), "f16")
+    state = state if state is not None else init_running(tl, r.G, r.d)
+    with tl.scratch_scope():  # tile buffers are reused by the next user
+        SWEEPS[r.variant](tl, r, u, q, state)
+    return state

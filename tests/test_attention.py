@@ -113,6 +113,14 @@ def test_batched_decode_keeps_users_apart(default_graph):
     assert not np.allclose(r.arrays["o_0_0"], r.arrays["o_1_0"])
 
 
+def _each_user_matches_numpy(r, users: int) -> None:
+    assert r.max_error < TOL
+    for key in (f"{u}_{h}" for u in range(users) for h in range(2)):
+        ref = reference_attention(r.arrays[f"q_{key}"], r.arrays[f"k_{key}"],
+                                  r.arrays[f"v_{key}"], causal=False)
+        np.testing.assert_allclose(r.arrays[f"o_{key}"], ref, atol=TOL)
+
+
 @pytest.mark.parametrize("variant", ["opt2", "opt3"])
 def test_fused_reduce_gives_each_user_its_attention_in_fewer_messages(default_graph, variant):
     """Every user's state merged once per tree edge (ADR 0052): each user's output is
@@ -123,11 +131,7 @@ def test_fused_reduce_gives_each_user_its_attention_in_fewer_messages(default_gr
                               data=True, seed=5, shape=SMALL, keep_records=True,
                               fused_reduce=fused) for fused in (False, True)}
     for r in runs.values():
-        assert r.max_error < TOL
-        for key in (f"{u}_{h}" for u in range(U) for h in range(2)):
-            ref = reference_attention(r.arrays[f"q_{key}"], r.arrays[f"k_{key}"],
-                                      r.arrays[f"v_{key}"], causal=False)
-            np.testing.assert_allclose(r.arrays[f"o_{key}"], ref, atol=TOL)
+        _each_user_matches_numpy(r, U)
     copies = {fused: sum(rec.op_name == "ipcq_copy" for rec in r.engine.op_log.records)
               for fused, r in runs.items()}
     assert copies == {False: 3 * U * (C * P - 1) * 2, True: (U + 2) * (C * P - 1) * 2}
@@ -142,11 +146,7 @@ def test_block_sweep_gives_each_user_its_attention_in_fewer_commands(default_gra
     runs = {n: run_decode(default_graph, S, users=U, C=C, P=P, tile=tile, data=True, seed=7,
                           shape=SMALL, fused_reduce=fused, sweep_users=n) for n in (1, 2)}
     for r in runs.values():
-        assert r.max_error < TOL
-        for key in (f"{u}_{h}" for u in range(U) for h in range(2)):
-            ref = reference_attention(r.arrays[f"q_{key}"], r.arrays[f"k_{key}"],
-                                      r.arrays[f"v_{key}"], causal=False)
-            np.testing.assert_allclose(r.arrays[f"o_{key}"], ref, atol=TOL)
+        _each_user_matches_numpy(r, U)
     one, two = (runs[n].op_counts for n in (1, 2))
     for kind in ("dma_read", "composite_gemm"):
         assert one[kind] == two[kind]

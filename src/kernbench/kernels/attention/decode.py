@@ -37,7 +37,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kernbench.errors import KernelMisuse
 from kernbench.kernels.attention.batched import Stacked, sweep_blocks
 from kernbench.kernels.attention.helpers import init_running, merge_into, online_update
 from kernbench.kernels.attention.kv_tiles import KvTiles
@@ -185,8 +184,8 @@ def gqa_decode(ranks: dict, *, tl) -> None:
     """One rank of split-KV decode; ``ranks[(sip, cube, pe)]`` is its :class:`DecodeRank`."""
     r: DecodeRank = ranks[(tl.program_id(2), tl.program_id(1), tl.program_id(0))]
     if r.sweep_users > 1 and r.variant != "opt3":
-        raise KernelMisuse(f"gqa_decode: sweep_users={r.sweep_users} needs variant opt3, "
-                           f"got {r.variant!r}")
+        raise ValueError(f"gqa_decode: sweep_users={r.sweep_users} needs variant opt3, "
+                         f"got {r.variant!r}")
     several = len(r.users) > 1
     stacked = Stacked(tl, r) if several and (r.fused_reduce or r.sweep_users > 1) else None
     if stacked is not None and r.sweep_users > 1:

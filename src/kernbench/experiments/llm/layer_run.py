@@ -3,13 +3,13 @@
 Each step is a launch the host waits for, so the steps' spans add up to the
 layer: ``qkv`` (Q/K/V projections on every rank), ``rope`` (rotation and
 KV-cache append on each group root), ``attention`` (the gqa study's fused
-split-KV decode kernel, its users stacked: ADR 0052, 0053),
-``o_proj``, ``allreduce_attn``, ``ffn`` (SwiGLU) and ``allreduce_ffn``. The two
-RMSNorms run fused as the prologues of the QKV and FFN composites; ``norms`` is their time (the slowest rank's
-prologues in each launch), taken out of those two spans.
-The residual stream lives in two per-rank f16 buffers; the rank that
-carries the residual adds it in its projection's epilogue, so each
-all-reduce leaves the next residual on every rank.
+split-KV decode kernel, its users stacked and its GEMMs in streaming supertiles:
+ADR 0052, 0053, 0041), ``o_proj``, ``allreduce_attn``, ``ffn`` (SwiGLU) and
+``allreduce_ffn``. The two RMSNorms run fused as the prologues of the QKV and FFN
+composites; ``norms`` is their time (the slowest rank's prologues in each launch),
+taken out of those two spans. The residual stream lives in two per-rank f16
+buffers; the rank that carries the residual adds it in its projection's epilogue,
+so each all-reduce leaves the next residual on every rank.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from kernbench.geometry.groups import reduce_directions, root_of
 from kernbench.kernels.attention.batched import users_per_sweep
 from kernbench.kernels.attention.decode import DecodeRank, UserBlock, gqa_decode
 from kernbench.kernels.attention.helpers import block_len, valid_len
-from kernbench.kernels.decoder import o_project, qkv_project, rope_append, swiglu_ffn
+from kernbench.kernels.decoder import STREAM, o_project, qkv_project, rope_append, swiglu_ffn
 from kernbench.kernels.per_rank import per_rank
 from kernbench.policy.placement import DPPolicy
 
@@ -208,7 +208,8 @@ class DecodeLayer:
                     for u in range(T))
                 ranks[(g.sip, cube, pe)] = DecodeRank(
                     users, B, G, d, ATTN_TILE, 1.0 / np.sqrt(d), self.variant,
-                    *reduce_directions(g, cube, pe), fused_reduce=True, sweep_users=sweep)
+                    *reduce_directions(g, cube, pe), tile_shape=STREAM, fused_reduce=True,
+                    sweep_users=sweep)
         return ranks
 
     def _o_proj(self, w: LayerWeights, x: dict, partial: dict) -> None:

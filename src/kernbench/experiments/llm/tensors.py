@@ -17,10 +17,14 @@ F16 = np.float16
 
 
 def row_block(spec, D: int, cols: int) -> int:
-    """Token rows a norm + projection kernel takes at once: its f32 input, squares and
-    normalised rows, the f16 operand, its outputs and a residual must fit the scratch."""
-    per_row = D * (4 + 4 + 4 + 2 + 4) + cols * (4 + 2)
-    return max(1, (spec.pe.kernel_scratch_bytes * 3 // 4 - 8 * D) // per_row)
+    """Token rows a norm + projection kernel takes at once, as many as its scratch
+    holds: per row, the f16 input, the rmsnorm recipe's f32 squares and f32 normalised
+    row, the f16 operand and an f16 residual, plus an f32 and an f16 output of ``cols``;
+    besides, the f32 norm weights and 64 KiB for small tensors and alignment. Every
+    block streams the weights once more, so a block is never smaller than it must be
+    (docs/adr/0054)."""
+    per_row = D * (2 + 4 + 4 + 2 + 2) + cols * (4 + 2)
+    return max(1, (spec.pe.kernel_scratch_bytes - 4 * D - 65536) // per_row)
 
 
 def ptr(tensors: dict, r) -> int:

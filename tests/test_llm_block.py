@@ -11,7 +11,11 @@ from kernbench.experiments.llm.block import run_ffn_block
 from kernbench.experiments.llm.mapping import Dims
 from kernbench.experiments.llm.moe_run import MoeSettings
 from kernbench.experiments.llm.step import run_decode_step
+from kernbench.experiments.llm.tensors import row_block
+from kernbench.kernels.decoder import lm_head
 from kernbench.models import load_model
+from kernbench.runtime_api import RuntimeContext
+from kernbench.sim_engine import GraphEngine
 from kernbench.topology import load_topology
 
 from .conftest import ROOT
@@ -97,3 +101,20 @@ def test_every_expert_column_lives_on_exactly_one_rank(experts, ranks, placement
         assert len(list(lay.members(e))) == lay.group and len(cols) == lay.group
     if placement == "strided" and experts < ranks:
         assert list(lay.members(1)) == list(range(1, ranks, experts))
+
+
+def test_a_row_block_fills_most_of_the_scratch_without_overflowing_it():
+    """Every row block streams the weights again (ADR 0054): the LM head of Llama 3 8B's
+    shard (D 4096, 501 vocabulary columns) over one block of ``row_block`` rows must fit
+    the kernel scratch and use most of it (the old rule's 20-row block used 48 %)."""
+    graph = load_topology(ROOT / "config/topologies/default.yaml")
+    spec = graph.spec
+    D, cols = 4096, 501
+    rows = row_block(spec, D, cols)
+    engine = GraphEngine(graph, keep_records=False)
+    ctx = RuntimeContext(engine)
+    x, norm = ctx.empty((rows, D)), ctx.empty((D,), "f32")
+    w, logits = ctx.empty((D, cols)), ctx.empty((rows, cols), "f32")
+    ctx.wait(ctx.launch("lm_head", lm_head, x, norm, w, logits, rows, D, cols, 1e-5, rows))
+    peak = engine.pe(0, 0, 0).cpu.runner.context.peak_scratch
+    assert 0.7 * spec.pe.kernel_scratch_bytes < peak <= spec.pe.kernel_scratch_bytes

@@ -11,7 +11,7 @@ has its own K and V). Views of the stacked rows cost no command.
 
 from __future__ import annotations
 
-from kernbench.kernels.attention.helpers import init_running, merge_into
+from kernbench.kernels.attention.helpers import init_running, merge_into, view_as
 from kernbench.kernels.attention.kv_tiles import F16, KvTiles, pair_buffers
 
 F32 = 4
@@ -19,9 +19,7 @@ F32 = 4
 
 def rows(tl, x, r0: int, n: int):
     """Rows ``r0 .. r0+n`` of a contiguous 2-D TCM tensor, as a view (no command)."""
-    cols = x.shape[1]
-    flat = tl.reshape(x, (x.shape[0] * cols,))
-    return tl.reshape(tl.view(flat, r0 * cols, n * cols), (n, cols))
+    return view_as(tl, x, r0 * x.shape[1], (n, x.shape[1]))
 
 
 def _pieces(tl, x, G: int, users: int, d: int) -> list:

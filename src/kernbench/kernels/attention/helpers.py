@@ -59,6 +59,13 @@ def mask_column(q0: int, k0: int, tile: int) -> int:
 
 
 # -- kernel side --------------------------------------------------------------------------
+def view_as(tl, x, start: int, shape: tuple[int, int]):
+    """Elements ``start ..`` of contiguous 2-D TCM tensor ``x`` seen as a ``shape``
+    tensor: a view, no command (a block of rows, or the front of a larger buffer)."""
+    flat = tl.reshape(x, (x.shape[0] * x.shape[1],))
+    return tl.reshape(tl.view(flat, start, shape[0] * shape[1]), shape)
+
+
 def init_running(tl, rows: int, d: int):
     """(m, l, O) of the online softmax for ``rows`` query rows, in f32."""
     return tl.full((rows, 1), NEG, "f32"), tl.zeros((rows, 1), "f32"), tl.zeros((rows, d), "f32")

@@ -6,7 +6,7 @@ Shared by the per-user sweeps (``decode.py``) and the sweep over a block of user
 
 from __future__ import annotations
 
-from kernbench.kernels.attention.helpers import tiles
+from kernbench.kernels.attention.helpers import tiles, view_as
 
 F16 = 2
 
@@ -45,7 +45,7 @@ class KvTiles:
         start, width = self.todo[j]
         kb, vb = self.bufs[j % len(self.bufs)]
         if width != r.tile and self.shared:
-            kb, vb = front(tl, kb, (r.d, width)), front(tl, vb, (width, r.d))
+            kb, vb = view_as(tl, kb, 0, (r.d, width)), view_as(tl, vb, 0, (width, r.d))
         elif width != r.tile:
             kb, vb = tl.zeros((r.d, width), "f16"), tl.zeros((width, r.d), "f16")
         k = tl.load(u.kT + start * F16, (r.d, width), "f16", row_stride=r.B, out=kb)
@@ -60,9 +60,3 @@ class KvTiles:
 def pair_buffers(tl, r) -> tuple:
     """A (K^T [d, tile], V [tile, d]) f16 buffer pair in TCM."""
     return tl.zeros((r.d, r.tile), "f16"), tl.zeros((r.tile, r.d), "f16")
-
-
-def front(tl, x, shape: tuple[int, int]):
-    """The first elements of contiguous TCM tensor ``x`` seen as a ``shape`` tensor."""
-    n = x.shape[0] * x.shape[1]
-    return tl.reshape(tl.view(tl.reshape(x, (n,)), 0, shape[0] * shape[1]), shape)

@@ -43,3 +43,11 @@ def test_the_scan_finds_citations():
     """The pattern would catch a record cited under a number we do not have."""
     assert "0033" in cited_records()
     assert CITED.search("see ADR-0070 mappings").group(1) == "0070"
+
+
+def test_the_index_lists_every_record():
+    """docs/adr/README.md links every record, so a reader finds it from the index."""
+    index = (ROOT / "docs" / "adr" / "README.md").read_text()
+    records = sorted(p.name for p in (ROOT / "docs" / "adr").glob("[0-9][0-9][0-9][0-9]-*.md"))
+    assert len(records) > 50
+    assert [r for r in records if f"]({r})" not in index] == []

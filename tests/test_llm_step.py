@@ -385,3 +385,34 @@ def test_settle_drops_a_finished_tail_and_sees_what_is_pending():
     engine.run(until=1)
     assert not engine.settle()  # the one at 5 is still pending
     assert woken and env.now == 1
+
+
+def _attention_commands(S: int) -> tuple[int, float]:
+    """(PE commands, attention ns) of a one-user, one-layer tiny decode at context S."""
+    cfg = load_model(TINY)
+    run = run_decode_step(load_topology(SMALL), Dims.of(cfg), 1, S, layers=1)
+    commands = sum(u.cpu.commands for u in run.engine.pes.values())
+    return commands, run.record["layer_ns"]["attention"]
+
+
+def test_a_token_past_whole_kv_tiles_joins_the_tile_before(tmp_path, monkeypatch):
+    """At S = 256 x 16 each of the 16 group ranks holds 257 slots: the new token would be
+    a one-token tile of its own; the host widens the tile to 257 instead, the layer still
+    equals numpy, and attention takes fewer commands and no longer than with 256."""
+    from kernbench.experiments.llm import layer_run
+
+    tile = layer_run.attention_tile
+    assert [tile(n) for n in (100, 256, 257, 512, 513, 528, 529, 1025)] == [
+        256, 256, 257, 256, 257, 264, 256, 257]
+    S = 256 * 16
+    dumped = _dump(tmp_path, "decode", 2, S, 5)
+    cfg = load_model(TINY)
+    x = dumped["x"].astype(np.float64)
+    for layer in range(cfg.num_hidden_layers):
+        x = _numpy_decode_layer(x, dumped, layer, S, cfg)
+    err = np.abs(dumped["out"] - x).max()
+    assert err < 2e-2 * np.abs(x).max(), err
+    widened = _attention_commands(S)
+    monkeypatch.setattr(layer_run, "attention_tile", lambda slots: layer_run.ATTN_TILE)
+    whole = _attention_commands(S)
+    assert widened[0] < whole[0] and widened[1] <= whole[1], (widened, whole)

@@ -32,6 +32,20 @@ PHASES = ("norms", "qkv", "rope", "attention", "o_proj", "allreduce_attn", "ffn"
 FUSED_NORMS = ("qkv", "ffn")  # the launches whose composites run an RMSNorm prologue
 COMM = ("rope", "allreduce_attn", "allreduce_ffn")  # steps that only move data
 ATTN_TILE = 256
+FOLD = 16  # a last KV tile of at most ATTN_TILE / FOLD tokens joins the one before it
+
+
+def attention_tile(slots: int) -> int:
+    """The KV tile of a decode rank holding ``slots`` tokens: ATTN_TILE, unless that
+    leaves a last tile of a few tokens -- the step's new token past a whole number of
+    tiles, as at 32K: 513 slots per rank -- which would cost a whole tile step of
+    loads and softmax; then as many tiles one fewer, evenly wide (513: 2 x 257, not
+    256 + 256 + 1). Design: docs/adr/0055-decode-tiles-without-a-token-tail.md."""
+    count = -(-slots // ATTN_TILE)
+    tail = slots - (count - 1) * ATTN_TILE
+    if count == 1 or tail > ATTN_TILE // FOLD:
+        return ATTN_TILE
+    return -(-slots // (count - 1))
 
 
 def _scaled(rng, shape, fan_in: int) -> np.ndarray:
@@ -193,7 +207,8 @@ class DecodeLayer:
         dims, T, B = self.dims, self.T, self.slots
         G, d = dims.G, dims.d
         root = root_of(g)
-        sweep = users_per_sweep(self.ctx.spec.pe.kernel_scratch_bytes, T, G, d, ATTN_TILE)
+        tile = attention_tile(B)
+        sweep = users_per_sweep(self.ctx.spec.pe.kernel_scratch_bytes, T, G, d, tile)
         ranks = {}
         for cube in g.cubes:
             for pe in range(g.pes):
@@ -207,7 +222,7 @@ class DecodeLayer:
                               if (g.sip, cube, pe) == root else None)
                     for u in range(T))
                 ranks[(g.sip, cube, pe)] = DecodeRank(
-                    users, B, G, d, ATTN_TILE, 1.0 / np.sqrt(d), self.variant,
+                    users, B, G, d, tile, 1.0 / np.sqrt(d), self.variant,
                     *reduce_directions(g, cube, pe), tile_shape=STREAM, fused_reduce=True,
                     sweep_users=sweep)
         return ranks

@@ -113,14 +113,19 @@ class _BlockSweep:
         self.tl.composite("gemm", a=a, b=b, out=out, epilogue=epilogue,
                           tile_shape=self.r.tile_shape, stationary=self.r.stationary)
 
-    def _issue(self, j: int, s) -> None:
-        """Tile j's Q.K^T of every user of the block, into its rows of ``s``."""
-        tl, G = self.tl, self.r.G
+    def _per_user(self, buf) -> list:
+        """Each user's rows of a block buffer, as views (made once per buffer, not per
+        tile: a view is bookkeeping, no command)."""
+        G = self.r.G
+        return [rows(self.tl, buf, k * G, G) for k in range(len(self.block))]
+
+    def _issue(self, j: int, s_rows: list) -> None:
+        """Tile j's Q.K^T of every user of the block, into its rows of a score buffer."""
         epi = [{"op": "scale", "factor": self.r.scale}]
         self.vs[j] = []
         for k, kv in enumerate(self.kvs):
             kt, v = kv.get(j)
-            self._gemm(self.qs[self.block[k]], kt, rows(tl, s, k * G, G), epi)
+            self._gemm(self.qs[self.block[k]], kt, s_rows[k], epi)
             self.vs[j].append(v)
 
     def run(self) -> None:
@@ -133,19 +138,21 @@ class _BlockSweep:
         last = tl.zeros((n_rows, last_w), "f32") if last_w != r.tile else None
         scores = [last if (j == len(todo) - 1 and last is not None) else full[j % 2]
                   for j in range(len(todo))]
-        self._issue(0, scores[0])
+        score_rows = {id(b): self._per_user(b) for b in (*full, last) if b is not None}
+        self._issue(0, score_rows[id(scores[0])])
         pv = [tl.zeros((n_rows, r.d), "f32") for _ in range(2)]
+        pv_rows = [self._per_user(b) for b in pv]
         corrs = [tl.zeros((n_rows, 1), "f32") for _ in range(2)]
         for j in range(len(todo)):
             if j + 1 < len(todo):  # keeps the GEMM engine busy during this tile's softmax
-                self._issue(j + 1, scores[j + 1])
+                self._issue(j + 1, score_rows[id(scores[j + 1])])
             with tl.scratch_scope():
                 m2 = tl.maximum(m, tl.max(scores[j], -1))
                 p = tl.exp(scores[j] - m2)
                 tl.copy_to(corrs[j % 2], tl.exp(m - m2))
                 tl.copy_to(l, l * corrs[j % 2] + tl.sum(p, -1))
                 for k, v in enumerate(self.vs.pop(j)):
-                    self._gemm(rows(tl, p, k * r.G, r.G), v, rows(tl, pv[j % 2], k * r.G, r.G))
+                    self._gemm(rows(tl, p, k * r.G, r.G), v, pv_rows[j % 2][k])
                 tl.copy_to(m, m2)
             if j:
                 self._fold(pv, corrs, j - 1)

@@ -78,7 +78,8 @@ class Placer:
 
     def kv_cache(self, g, name: str, keys, values, slots: int, d: int):
         """K^T [n d, B] and V [n B, d] of one user over group ``g`` (rank r holds tokens
-        r B .. r B + B - 1, K transposed); ``keys``/``values`` [S, d] or None."""
+        r B .. r B + B - 1, K transposed); ``keys``/``values`` [S, d] or None. Mapped by
+        the group's PEs only: the root, which appends the new token, is one of them."""
         n = g.ranks
         dp = DPPolicy(cube="row_wise", num_cubes=len(g.cubes), cube_start=g.cube_start,
                       pe="row_wise", num_pes=g.pes)
@@ -87,5 +88,5 @@ class Placer:
             pad = np.zeros((n * slots - keys.shape[0], d), F16)
             kp, vp = np.concatenate([keys, pad]), np.concatenate([values, pad])
             kt = np.concatenate([kp[r * slots:(r + 1) * slots].T for r in range(n)])
-        return (self._make(g.sip, f"KT.{name}", (n * d, slots), "f16", dp, kt, shared=True),
-                self._make(g.sip, f"V.{name}", (n * slots, d), "f16", dp, vp, shared=True))
+        return (self._make(g.sip, f"KT.{name}", (n * d, slots), "f16", dp, kt),
+                self._make(g.sip, f"V.{name}", (n * slots, d), "f16", dp, vp))

@@ -113,11 +113,11 @@ class _BlockSweep:
         self.tl.composite("gemm", a=a, b=b, out=out, epilogue=epilogue,
                           tile_shape=self.r.tile_shape, stationary=self.r.stationary)
 
-    def _per_user(self, buf) -> list:
-        """Each user's rows of a block buffer, as views (made once per buffer, not per
-        tile: a view is bookkeeping, no command)."""
+    def _with_rows(self, buf) -> tuple:
+        """(buffer, each user's rows of it as views): made once per buffer, not per
+        tile (a view is bookkeeping, no command)."""
         G = self.r.G
-        return [rows(self.tl, buf, k * G, G) for k in range(len(self.block))]
+        return buf, [rows(self.tl, buf, k * G, G) for k in range(len(self.block))]
 
     def _issue(self, j: int, s_rows: list) -> None:
         """Tile j's Q.K^T of every user of the block, into its rows of a score buffer."""
@@ -133,26 +133,25 @@ class _BlockSweep:
         if not todo:
             return
         m, l = self.m, self.l
-        full = [tl.zeros((n_rows, r.tile), "f32") for _ in range(2)]
+        # score buffers with each user's rows of them: (buffer, [views])
+        full = [self._with_rows(tl.zeros((n_rows, r.tile), "f32")) for _ in range(2)]
         last_w = todo[-1][1]
-        last = tl.zeros((n_rows, last_w), "f32") if last_w != r.tile else None
+        last = self._with_rows(tl.zeros((n_rows, last_w), "f32")) if last_w != r.tile else None
         scores = [last if (j == len(todo) - 1 and last is not None) else full[j % 2]
                   for j in range(len(todo))]
-        score_rows = {id(b): self._per_user(b) for b in (*full, last) if b is not None}
-        self._issue(0, score_rows[id(scores[0])])
-        pv = [tl.zeros((n_rows, r.d), "f32") for _ in range(2)]
-        pv_rows = [self._per_user(b) for b in pv]
+        self._issue(0, scores[0][1])
+        pv = [self._with_rows(tl.zeros((n_rows, r.d), "f32")) for _ in range(2)]
         corrs = [tl.zeros((n_rows, 1), "f32") for _ in range(2)]
         for j in range(len(todo)):
             if j + 1 < len(todo):  # keeps the GEMM engine busy during this tile's softmax
-                self._issue(j + 1, score_rows[id(scores[j + 1])])
+                self._issue(j + 1, scores[j + 1][1])
             with tl.scratch_scope():
-                m2 = tl.maximum(m, tl.max(scores[j], -1))
-                p = tl.exp(scores[j] - m2)
+                m2 = tl.maximum(m, tl.max(scores[j][0], -1))
+                p = tl.exp(scores[j][0] - m2)
                 tl.copy_to(corrs[j % 2], tl.exp(m - m2))
                 tl.copy_to(l, l * corrs[j % 2] + tl.sum(p, -1))
                 for k, v in enumerate(self.vs.pop(j)):
-                    self._gemm(rows(tl, p, k * r.G, r.G), v, pv_rows[j % 2][k])
+                    self._gemm(rows(tl, p, k * r.G, r.G), v, pv[j % 2][1][k])
                 tl.copy_to(m, m2)
             if j:
                 self._fold(pv, corrs, j - 1)
@@ -160,4 +159,4 @@ class _BlockSweep:
 
     def _fold(self, pv: list, corrs: list, j: int) -> None:
         with self.tl.scratch_scope():
-            self.tl.copy_to(self.O, self.O * corrs[j % 2] + pv[j % 2])
+            self.tl.copy_to(self.O, self.O * corrs[j % 2] + pv[j % 2][0])

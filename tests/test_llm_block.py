@@ -118,3 +118,17 @@ def test_a_row_block_fills_most_of_the_scratch_without_overflowing_it():
     ctx.wait(ctx.launch("lm_head", lm_head, x, norm, w, logits, rows, D, cols, 1e-5, rows))
     peak = engine.pe(0, 0, 0).cpu.runner.context.peak_scratch
     assert 0.7 * spec.pe.kernel_scratch_bytes < peak <= spec.pe.kernel_scratch_bytes
+
+
+def test_a_row_block_over_one_supertile_is_a_whole_number_of_them():
+    """Each 32-row supertile band streams the weights again (ADR 0054, amendment): Llama
+    3 8B's FFN shard (D 4096, 2 x 56 columns) fits 34 rows in the 2 MiB scratch,
+    (2,097,152 - 4 x 4096 - 65,536) // (4096 x 14 + 112 x 6) = 34, and takes 32; 70B's
+    17 rows (D 8192) stay 17."""
+    spec = load_topology(ROOT / "config/topologies/default.yaml").spec
+    assert row_block(spec, 4096, 112) == 32
+    assert row_block(spec, 8192, 112) == 17
+    for D in (1024, 2048, 4096, 8192):
+        for cols in (2, 20, 112, 501):
+            rows = row_block(spec, D, cols)
+            assert rows < spec.pe.tile_m or rows % spec.pe.tile_m == 0, (D, cols, rows)

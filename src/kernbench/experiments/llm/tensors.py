@@ -22,9 +22,13 @@ def row_block(spec, D: int, cols: int) -> int:
     row, the f16 operand and an f16 residual, plus an f32 and an f16 output of ``cols``;
     besides, the f32 norm weights and 64 KiB for small tensors and alignment. Every
     block streams the weights once more, so a block is never smaller than it must be
-    (docs/adr/0054)."""
+    (docs/adr/0054). A block of more rows than the array's supertile (``tile_m``) is a
+    whole number of supertiles: each supertile row band streams the weights again, so
+    34 rows would stream them twice, the second time for 2 rows."""
     per_row = D * (2 + 4 + 4 + 2 + 2) + cols * (4 + 2)
-    return max(1, (spec.pe.kernel_scratch_bytes - 4 * D - 65536) // per_row)
+    rows = max(1, (spec.pe.kernel_scratch_bytes - 4 * D - 65536) // per_row)
+    tile_m = spec.pe.tile_m
+    return rows if rows < tile_m else rows // tile_m * tile_m
 
 
 def ptr(tensors: dict, r) -> int:

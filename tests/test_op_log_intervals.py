@@ -53,6 +53,31 @@ def test_a_stage_log_keeps_the_same_union_in_fewer_intervals():
         assert merged_intervals(starts, ends) == scan_merge(ivs)
 
 
+def test_extending_by_runs_stores_what_adding_them_one_by_one_stores():
+    """``extend`` with a timeline's runs (sorted, apart) stores them in bulk; any other
+    runs (overlapping the open interval, unsorted) keep the same merged union."""
+    rng = random.Random(5)
+    for trial in range(500):
+        before = random_intervals(rng, rng.randrange(0, 6))
+        runs = sorted(random_intervals(rng, rng.randrange(0, 12)))
+        if trial % 2:  # apart, as a busy timeline holds them, past what came before
+            t, runs = 40.0 + rng.random(), []
+            for _ in range(rng.randrange(0, 12)):
+                d = rng.choice([0.5, 1.0, rng.random() + 0.01])
+                runs.append((t, t + d))
+                t += d + rng.choice([0.5, rng.random() + 0.01])
+        one, bulk = StageLog(), StageLog()
+        for s, e in before:
+            one.add(s, e)
+            bulk.add(s, e)
+        for s, e in runs:
+            one.add(s, e)
+        bulk.extend([s for s, _ in runs], [e for _, e in runs])
+        if trial % 2:
+            assert [list(x) for x in bulk.arrays()] == [list(x) for x in one.arrays()]
+        assert merged_intervals(*bulk.arrays()) == scan_merge(before + runs)
+
+
 def test_back_to_back_bookings_are_stored_as_one_interval():
     log = StageLog()
     t = 0.0

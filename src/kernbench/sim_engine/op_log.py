@@ -97,8 +97,27 @@ class StageLog:
         self._open = True
 
     def extend(self, starts: Sequence[float], ends: Sequence[float]) -> None:
-        for s, e in zip(starts, ends, strict=True):
-            self.add(s, e)
+        """``add`` each interval in turn; in bulk when the second starts past the open
+        interval (a busy timeline's runs: sorted and apart). Readers merge what is stored,
+        so bulk storage gives them the same floats whatever the order."""
+        n = len(starts)
+        if n != len(ends):
+            raise ValueError(f"{n} starts but {len(ends)} ends")
+        if not n:
+            return
+        self.add(starts[0], ends[0])
+        if n == 1:
+            return
+        if starts[1] <= self._e:
+            for i in range(1, n):
+                self.add(starts[i], ends[i])
+            return
+        self.starts.append(self._s)
+        self.ends.append(self._e)
+        self.starts.extend(starts[1:n - 1])
+        self.ends.extend(ends[1:n - 1])
+        self._s = starts[n - 1]
+        self._e = ends[n - 1]
 
     def arrays(self) -> tuple[array, array]:
         """(starts, ends) of everything added, the growing interval included."""

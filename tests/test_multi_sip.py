@@ -109,6 +109,27 @@ def test_a_composite_that_reads_another_sips_memory_fails_the_same_way(default_g
         ctx.wait(ctx.launch("gemm", gemm_composite, a.va, b, c, 32, 64, 32))
 
 
+def test_a_composite_failing_while_its_kernel_waits_on_other_work_names_the_kernel(
+        default_graph):
+    """The fault happens while the kernel is blocked on a long load, not on the composite:
+    the kernel sees it at its next wait for the composite, with its own context."""
+    ctx = RuntimeContext(GraphEngine(default_graph))
+    a = ctx.empty((32, 64), name="A")  # on SIP 0
+    ctx.set_device(1)
+    b, c = ctx.empty((64, 32), name="B"), ctx.empty((32, 32), "f32", name="C")
+    big = ctx.empty((1024, 1024), name="big")
+
+    def kernel(a, b, c, big, *, tl):
+        out = tl.composite("gemm", a=tl.ref(a, (32, 64), "f16"), b=tl.ref(b, (64, 32), "f16"),
+                           out_ptr=c, out_dtype="f32")
+        tl.wait(tl.load(big, (1024, 1024), "f16"))  # 2 MiB: the composite fails meanwhile
+        tl.wait(out)
+
+    with pytest.raises(KernelError, match=r"kernel 'k' on sip1\.cube0\.pe0.*tl\.wait\(out\).*"
+                                          r"not mapped on this PE.*SIP 0, tensor 'A'"):
+        ctx.wait(ctx.launch("k", kernel, a.va, b, c, big))
+
+
 def test_devices_are_checked(default_graph):
     ctx = RuntimeContext(GraphEngine(default_graph))
     assert ctx.device_count() == 2 and ctx.current_device() == 0

@@ -43,7 +43,7 @@ class Completion:
     first need, so work nobody blocks on costs no event.
     """
 
-    __slots__ = ("done_at", "event", "label", "value", "_then")
+    __slots__ = ("done_at", "event", "label", "value", "_then", "_error")
 
     def __init__(self, done_at: float | None = None, event=None, label: str = "",
                  value=None) -> None:
@@ -52,6 +52,7 @@ class Completion:
         self.label = label
         self.value = value  # what the work produced, if anything (e.g. a message payload)
         self._then: list | None = None
+        self._error: BaseException | None = None  # a failure nobody waited for yet
 
     @property
     def known(self) -> bool:
@@ -72,6 +73,8 @@ class Completion:
             self.event = env.event()
             if self.done_at is not None:
                 self.event.succeed(self.done_at)
+            elif self._error is not None:
+                self.event.fail(self._error)
         return self.event
 
     def complete(self, t: float, value=None) -> None:
@@ -87,8 +90,12 @@ class Completion:
             self.event.succeed(t)
 
     def fail(self, error: BaseException) -> None:
-        """Signal that the work cannot finish; whoever waits on it sees ``error``."""
-        self.event.fail(error)
+        """Signal that the work cannot finish; whoever waits on it sees ``error``, now or
+        when it first waits (a kernel waits for all its work before it ends)."""
+        if self.event is None:
+            self._error = error
+        else:
+            self.event.fail(error)
 
     def __repr__(self) -> str:
         return f"Completion({self.label or '?'} at {self.done_at})"

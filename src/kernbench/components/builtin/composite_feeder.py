@@ -47,7 +47,7 @@ def execute_composite(pe, cmd: CompositeCmd, t_issue: float, deps) -> Completion
     sharing a read-write handle therefore run in dispatch order (strict FIFO).
     The completion is pending until the feeder signals it.
     """
-    comp = Completion(event=pe.env.event(), label="composite")
+    comp = Completion(label="composite")
     sched = pe.scheduler
     pe.env.process(sched.feeder.run(cmd, t_issue + sched.overhead_ns, comp, list(deps)))
     return comp

@@ -107,7 +107,7 @@ class PeIpcq:
         if q.credits:
             q.credits -= 1
             return None
-        comp = Completion(event=self.pe.env.event(), label=q.credit_label)
+        comp = Completion(label=q.credit_label)
         q.credit_waiters.append(comp)
         return comp
 
@@ -240,7 +240,7 @@ def execute_send(pe, cmd: IpcqSendCmd, t_issue: float, deps) -> Completion:
         return message.send()
     # send when simulated time reaches it (the fabric sees sends in time order) while
     # the kernel runs on: no switch to SimPy and back per message
-    comp = Completion(event=pe.env.event(), label="send")
+    comp = Completion(label="send")
     pe.network.schedule(t, lambda: message.send().then(lambda c: comp.complete(c.done_at)))
     return comp
 
@@ -255,7 +255,7 @@ def execute_recv(pe, cmd: IpcqRecvCmd, t_issue: float, deps) -> Completion:
     got = pe.network.receive(q, q.message_label)
     if got.done_at is not None:
         return _take(pe, q, cmd, got.value, t)
-    comp = Completion(event=pe.env.event(), label=q.message_label)
+    comp = Completion(label=q.message_label)
     got.then(lambda g: _on_message(pe, q, cmd, t, comp, g.value))
     return comp
 

@@ -20,10 +20,12 @@ Workloads (timing mode, each in a fresh process, one core, the cyclic collector 
   (``--simulate-every-piece``), the baseline of the replayed pieces (docs/adr/0050);
 - ``prefill_70b_1k`` / ``prefill_70b_8k``: Llama 3 70B on llama70b_4sip, one prompt of
   1,024 / 8,192 tokens, one layer simulated, FIFO links (the issue's target for 8K:
-  <= 5 minutes; each [S, D] all-reduce is S / 64 pieces of 1 MiB, of which one is
-  simulated, so the projections' supertiles and attention set the time; the 8K one has
-  eight times the rows of the 1K one to project, and more attention: ask for it with
-  ``--only``);
+  <= 5 minutes). Each [S, D] all-reduce is S / 64 pieces of 1 MiB, of which one is
+  simulated; each projection launch (61 / 482 row blocks of 17 token rows) is
+  simulated with 2 and 3 blocks and counts the rest (docs/adr/0057), so attention and
+  the ring layout's copies grow with S. ``prefill_70b_1k_every_block`` simulates every
+  block of the 1K prompt, the baseline of the counted ones (about half an hour on a
+  machine whose bare SimPy loop runs 0.5 M events/s: time it alone with ``--only``);
 - ``decode_mixtral_tp`` / ``decode_mixtral_ep``: Mixtral 8x7B (32 layers, 8 experts,
   top 2) on the default topology, batch 16, context 4K, FIFO links, two layers
   simulated, experts tensor- or expert-parallel (the MoE issue's target: <= 60 s);
@@ -59,12 +61,13 @@ FIFO = {"fabric.sharing": "fifo"}
 
 def _workload(model: str, topology: str, phase: str, batch: int, context: int, layers: int,
               overrides: dict | None = None, moe: MoeSettings | None = None,
-              tp: int | None = None, replay: bool = True) -> dict:
+              tp: int | None = None, replay: bool = True, count_blocks: bool = True) -> dict:
     """One step to time: ``layers`` decoder layers simulated, ``tp`` ranks (None: the
-    mapping's default, every PE); ``replay`` False simulates every all-reduce piece."""
+    mapping's default, every PE); ``replay`` False simulates every all-reduce piece,
+    ``count_blocks`` False every projection row block."""
     return {"model": model, "topology": topology, "phase": phase, "batch": batch,
             "context": context, "layers": layers, "overrides": overrides, "moe": moe, "tp": tp,
-            "replay": replay}
+            "replay": replay, "count_blocks": count_blocks}
 
 
 WORKLOADS = {
@@ -78,6 +81,8 @@ WORKLOADS = {
                                         replay=False),
     "prefill_70b_1k": _workload("llama3-70b", "llama70b_4sip", "prefill", 1, 1024, 1, FIFO),
     "prefill_70b_8k": _workload("llama3-70b", "llama70b_4sip", "prefill", 1, 8192, 1, FIFO),
+    "prefill_70b_1k_every_block": _workload("llama3-70b", "llama70b_4sip", "prefill", 1, 1024,
+                                            1, FIFO, count_blocks=False),
     "decode_mixtral_tp": _workload("mixtral-8x7b", "default", "decode", 16, 4096, 2, FIFO,
                                    MoeSettings(parallel="tp")),
     "decode_mixtral_ep": _workload("mixtral-8x7b", "default", "decode", 16, 4096, 2, FIFO,
@@ -97,7 +102,7 @@ def measure(name: str) -> dict:
     graph = load_topology(TOPOLOGIES / f"{w['topology']}.yaml", w["overrides"])
     dims = Dims.of(load_model(w["model"]))
     extra = {k: w[k] for k in ("moe", "tp") if w[k] is not None}
-    extra["replay"] = w["replay"]
+    extra["replay"], extra["count_blocks"] = w["replay"], w["count_blocks"]
     collecting = gc.isenabled()
     gc.freeze()
     gc.disable()
@@ -115,7 +120,8 @@ def measure(name: str) -> dict:
             "layer_spread": rec["layer_spread"], "pes": rec["pes"],
             "links": graph.spec.sharing,
             "all_reduce_pieces": {k: rec["collective"][k]
-                                  for k in ("simulated_pieces", "replayed_pieces")}}
+                                  for k in ("simulated_pieces", "replayed_pieces")},
+            "row_blocks": rec["row_blocks"]}
 
 
 def _line(name: str, w: dict) -> str:

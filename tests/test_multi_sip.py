@@ -11,12 +11,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kernbench.errors import UsageError
+from kernbench.policy.address import VirtualAllocator
 from kernbench.policy.placement import DPPolicy
 from kernbench.runtime_api import PerSip, RuntimeContext
 from kernbench.runtime_api.system import SystemRuntime
 from kernbench.sim_engine import GraphEngine
 from kernbench.topology import load_topology
 from kernbench.triton_emu.kernel_runner import KernelError
+from kernbench.units import GiB
 
 from .conftest import TOPOLOGIES
 
@@ -189,3 +191,25 @@ def test_a_finished_run_frees_its_engine_and_runtime(default_graph):
     del handle, ctx
     gc.collect()
     assert engine() is None and runtime() is None
+
+
+def test_the_address_space_holds_what_the_system_s_memory_holds(default_graph):
+    """llama70b_4sip has 3 TiB of HBM: a 70B prefill of 8K tokens keeps a 128 MiB
+    residual row block on each of its 512 ranks twice over, 32 GiB per SIP in eight
+    tensors, past the old fixed 64 GiB of VA. The larger space hands out the same first
+    addresses (first fit from the base), so nothing placed before moves."""
+    graph = _FOUR_SIPS[0] or load_topology(TOPOLOGIES / "llama70b_4sip.yaml")
+    _FOUR_SIPS[0] = graph
+    ctx = RuntimeContext(GraphEngine(graph))
+    rows = DPPolicy(cube="row_wise", num_cubes=16, pe="row_wise", num_pes=8)
+    for name in ("x", "r"):
+        for sip in range(4):
+            ctx.set_device(sip)
+            ctx.empty((128 * 8192, 8192), "f16", dp=rows, name=f"{name}{sip}")
+    spec = graph.spec
+    hbm = spec.sips.count * spec.cubes_per_sip * spec.hbm.total_bytes
+    assert SystemRuntime.of(ctx.engine).va.used == 2 * 4 * 16 * GiB <= hbm
+    small = SystemRuntime(GraphEngine(default_graph))
+    fixed = VirtualAllocator(page_size=default_graph.spec.pe.page_size)
+    for nbytes in (5, 3 << 20, 1 << 30, 7):
+        assert small.va.alloc(nbytes) == fixed.alloc(nbytes)

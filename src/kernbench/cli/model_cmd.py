@@ -50,6 +50,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--simulate-every-piece", action="store_true", dest="every_piece",
                    help="simulate every all-reduce piece (default: a piece the size of one "
                         "already simulated on an idle system takes its span; docs/adr/0050)")
+    p.add_argument("--simulate-every-block", action="store_true", dest="every_block",
+                   help="simulate every row block of the projections (default: a launch of "
+                        "many blocks on an idle system is simulated with 2 and 3 and counts "
+                        "the rest by their difference; docs/adr/0057)")
     p.add_argument("--json", action="store_true", help="print one JSON document instead")
     p.add_argument("--trace", metavar="OUT.json", help="write a Chrome/Perfetto timeline")
     p.add_argument("--data", action="store_true", help="data mode: compute real values")
@@ -162,7 +166,8 @@ def run(args: argparse.Namespace) -> int:
                                   layers=args.layers, tp=args.tp, data=args.data,
                                   seed=args.seed, model=model.name,
                                   keep_records=bool(args.trace), moe=moe,
-                                  replay=not args.every_piece)
+                                  replay=not args.every_piece,
+                                  count_blocks=not args.every_block)
     if args.dump:
         import numpy as np
 
@@ -206,6 +211,12 @@ def _table(out, rec: dict) -> None:
         out.write(f"# all-reduce pieces: {pieces['simulated_pieces']} simulated, "
                   f"{pieces['replayed_pieces']} the span of an equal piece before them "
                   f"(--simulate-every-piece simulates them all)\n")
+    blocks = rec["row_blocks"]
+    if blocks["counted_blocks"]:
+        out.write(f"# projection row blocks: {blocks['counted_launches']} launches simulated "
+                  f"with 2 and 3 full blocks ({blocks['simulated_blocks']} blocks), "
+                  f"{blocks['counted_blocks']} more counted as the difference "
+                  f"(--simulate-every-block simulates them all)\n")
     out.write(f"embedding {rec['embedding_ns'] * us:.3f} us   LM head "
               f"{rec['lm_head_ns'] * us:.3f} us\n")
     what = "TPOT" if rec["phase"] == "decode" else "TTFT"

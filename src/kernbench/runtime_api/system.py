@@ -19,10 +19,23 @@ from kernbench.errors import UsageError
 from kernbench.policy.address import AddressConfig, PEMemAllocator, VirtualAllocator
 from kernbench.policy.address.free_list import FreeList
 from kernbench.policy.address.phys_addr import PhysAddr
+from kernbench.policy.address.va_allocator import DEFAULT_VA_SIZE
 from kernbench.topology import naming as nm
 
 _SYSTEMS: WeakKeyDictionary = WeakKeyDictionary()
 MEMORIES = ("hbm", "sram", "tcm")
+
+
+def va_space_bytes(spec) -> int:
+    """A virtual address space as large as every byte the system can back (HBM, SRAM
+    and TCM on every CUBE; at least the allocator's default): a tensor's VA range is
+    its distinct shards' pages, each backed somewhere, so the system's memory, not a
+    fixed 64 GiB, bounds what fits (llama70b_4sip has 3 TiB of HBM). A larger space
+    moves no allocation: first fit hands out the same addresses from the base."""
+    cube = spec.hbm.total_bytes + spec.sram_bytes + spec.pes_per_cube * spec.pe.tcm_bytes
+    total = spec.sips.count * spec.cubes_per_sip * cube
+    page = spec.pe.page_size
+    return max(DEFAULT_VA_SIZE, -(-total // page) * page)
 
 
 class SystemRuntime:
@@ -31,7 +44,7 @@ class SystemRuntime:
         # a value that refers to its key keeps both alive for the rest of the process.
         spec = engine.graph.spec
         self.sips = spec.sips.count
-        self.va = VirtualAllocator(page_size=spec.pe.page_size)
+        self.va = VirtualAllocator(va_size=va_space_bytes(spec), page_size=spec.pe.page_size)
         self._cfg = AddressConfig.from_spec(spec)
         self._allocators: dict[tuple[int, int, int], PEMemAllocator] = {}
         self._starts: list[int] = []  # live allocations: sorted VA starts

@@ -18,6 +18,7 @@ import numpy as np
 
 from kernbench.experiments.llm.moe_ep import moe_ffn
 from kernbench.experiments.llm.moe_run import MoeWeights
+from kernbench.experiments.llm.row_blocks import RowBlocks
 from kernbench.experiments.llm.tensors import Placer, ptr, row_block
 from kernbench.geometry.groups import reduce_directions, root_of
 from kernbench.kernels.attention.batched import users_per_sweep
@@ -122,8 +123,11 @@ class DecodeLayer:
     """Runs decode layers on one host context; ``step`` times one and returns its spans."""
 
     def __init__(self, ctx, all_reduce, place: Placer, dims, users: int, context: int,
-                 variant: str = "opt3", use_queues=None, moe=None) -> None:
+                 variant: str = "opt3", use_queues=None, moe=None,
+                 row_blocks: RowBlocks | None = None) -> None:
+        """``row_blocks``: how projection launches of many row blocks run (None: as is)."""
         self.ctx, self.all_reduce, self.place, self.dims = ctx, all_reduce, place, dims
+        self.row_blocks = row_blocks or RowBlocks(ctx.engine, extrapolate=False)
         self.use_queues = use_queues  # switches PE_IPCQ to the attention's queue set
         self.m, self.T, self.S, self.variant = place.m, users, context, variant
         m, d, G, T = self.m, dims.d, dims.G, users
@@ -158,16 +162,23 @@ class DecodeLayer:
         ctx = self.ctx
         ctx.wait(ctx.launch(name, per_rank, fn, plan, dp=dp or self.place.rank_dp, sips=sips))
 
-    def _qkv(self, w: LayerWeights, x: dict) -> None:
-        dims, T = self.dims, self.T
-        plan = {}
-        for r, s in self.m.slices.items():
-            h = s.group.head
-            plan[r] = (ptr(x, r), ptr(w.attn_norm, r), ptr(w.wqk, r), ptr(w.wv, r),
-                       self.qk[h].va, self.v[h].va, T, dims.D, s.qk, s.v,
-                       (dims.G + 1) * dims.d, dims.d, s.qk0, s.v0, dims.eps,
-                       row_block(self.ctx.spec, dims.D, s.qk))
-        self.launch("qkv", qkv_project, plan)
+    def blocked(self, name: str, fn, plan_of, rows: dict) -> tuple | None:
+        """A projection launch over the layer's T rows, ``rows[rank]`` at a time; its
+        (span, norm time) when :class:`RowBlocks` counted blocks instead of simulating
+        them, else None."""
+        return self.row_blocks.run(lambda plan: self.launch(name, fn, plan), plan_of,
+                                   self.T, rows, self._prologues)
+
+    def _qkv(self, w: LayerWeights, x: dict) -> tuple | None:
+        dims, slices = self.dims, self.m.slices
+        rows = {r: row_block(self.ctx.spec, dims.D, s.qk) for r, s in slices.items()}
+
+        def plan_of(T: int) -> dict:
+            return {r: (ptr(x, r), ptr(w.attn_norm, r), ptr(w.wqk, r), ptr(w.wv, r),
+                        self.qk[s.group.head].va, self.v[s.group.head].va, T, dims.D, s.qk,
+                        s.v, (dims.G + 1) * dims.d, dims.d, s.qk0, s.v0, dims.eps, rows[r])
+                    for r, s in slices.items()}
+        return self.blocked("qkv", qkv_project, plan_of, rows)
 
     def _rope(self, caches: dict, angles: dict) -> None:
         dims, T, ctx = self.dims, self.T, self.ctx
@@ -227,30 +238,31 @@ class DecodeLayer:
                     sweep_users=sweep)
         return ranks
 
-    def _o_proj(self, w: LayerWeights, x: dict, partial: dict) -> None:
-        dims, T = self.dims, self.T
-        first = self.m.ranks[0]
-        plan = {}
-        for r in self.m.ranks:
-            s = self.m.slices.get(r)
-            o_ptr = self.o[s.group.head].va + s.o0 * 4 if s else 0
-            plan[r] = (o_ptr, ptr(w.wo, r), ptr(partial, r),
-                       ptr(x, r) if r == first else None, T, s.o if s else 0,
-                       dims.G * dims.d, dims.D, row_block(self.ctx.spec, dims.D, s.o if s else 0))
-        self.launch("o_proj", o_project, plan)
+    def _o_proj(self, w: LayerWeights, x: dict, partial: dict) -> tuple | None:
+        dims, first, slices = self.dims, self.m.ranks[0], self.m.slices
+        o_rows = {r: slices[r].o if r in slices else 0 for r in self.m.ranks}
+        rows = {r: row_block(self.ctx.spec, dims.D, o_rows[r]) for r in self.m.ranks}
 
-    def _ffn(self, w: LayerWeights, h: dict, partial: dict) -> None:
-        dims, T = self.dims, self.T
-        first = self.m.ranks[0]
-        rows = row_block(self.ctx.spec, dims.D, 2 * self.m.ffn_cols)
+        def plan_of(T: int) -> dict:
+            return {r: (self.o[slices[r].group.head].va + slices[r].o0 * 4 if o_rows[r] else 0,
+                        ptr(w.wo, r), ptr(partial, r), ptr(x, r) if r == first else None, T,
+                        o_rows[r], dims.G * dims.d, dims.D, rows[r])
+                    for r in self.m.ranks}
+        return self.blocked("o_proj", o_project, plan_of, rows)
+
+    def _ffn(self, w: LayerWeights, h: dict, partial: dict) -> tuple | None:
+        dims, first = self.dims, self.m.ranks[0]
+        block = row_block(self.ctx.spec, dims.D, 2 * self.m.ffn_cols)
         if self.moe is not None:
-            self.moe.run(w, h, partial, rows)
-            return
-        plan = {r: (ptr(h, r), ptr(w.ffn_norm, r), ptr(w.wg, r), ptr(w.wu, r), ptr(w.wd, r),
-                    ptr(partial, r), ptr(h, r) if r == first else None, T, dims.D,
-                    self.m.ffn_cols, dims.eps, rows)
-                for r in self.m.ranks}
-        self.launch("ffn", swiglu_ffn, plan)
+            self.moe.run(w, h, partial, block)
+            return None
+
+        def plan_of(T: int) -> dict:
+            return {r: (ptr(h, r), ptr(w.ffn_norm, r), ptr(w.wg, r), ptr(w.wu, r),
+                        ptr(w.wd, r), ptr(partial, r), ptr(h, r) if r == first else None, T,
+                        dims.D, self.m.ffn_cols, dims.eps, block)
+                    for r in self.m.ranks}
+        return self.blocked("ffn", swiglu_ffn, plan_of, dict.fromkeys(self.m.ranks, block))
 
     def step(self, w: LayerWeights, caches: dict, bufs: tuple, angles: dict) -> dict:
         """Run one layer from ``bufs[0]`` (x) back into ``bufs[0]``; {phase: ns}."""
@@ -271,20 +283,24 @@ class DecodeLayer:
                           ("allreduce_ffn", lambda: self.all_reduce(out))))
 
     def _run(self, steps) -> dict:
-        """Each (name, run) in turn, timed; the fused norms' time taken out of its step."""
+        """Each (name, run) in turn, timed; the fused norms' time taken out of its step.
+        A run that returns (span, norm time) was counted, not simulated: those stand."""
         env = self.ctx.engine.env
-        spans, t = {}, env.now
+        spans = {}
         norms = 0.0
         for name, run in steps:
-            before = self._prologues() if name in FUSED_NORMS else None
-            run()
-            spans[name] = env.now - t
-            t = env.now
-            if before is not None:
-                after = self._prologues()
-                norm = max(after[r] - before[r] for r in after)
-                spans[name] -= norm
-                norms += norm
+            t, before = env.now, self._prologues() if name in FUSED_NORMS else None
+            counted = run()
+            if counted is not None:
+                span, norm = counted
+            else:
+                span, norm = env.now - t, 0.0
+                if before is not None:
+                    after = self._prologues()
+                    norm = max(after[r] - before[r] for r in after)
+            norm = norm if name in FUSED_NORMS else 0.0
+            spans[name] = span - norm
+            norms += norm
         return {"norms": norms, **spans}
 
     def _prologues(self) -> dict:

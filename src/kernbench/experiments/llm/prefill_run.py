@@ -135,8 +135,9 @@ class PrefillLayer(DecodeLayer):
     """The decode layer's projections over S rows, with ring attention between them."""
 
     def __init__(self, ctx, all_reduce, place, dims, S: int, ring: RingAttention,
-                 use_queues=None, moe=None) -> None:
-        super().__init__(ctx, all_reduce, place, dims, S, S, use_queues=use_queues, moe=moe)
+                 use_queues=None, moe=None, row_blocks=None) -> None:
+        super().__init__(ctx, all_reduce, place, dims, S, S, use_queues=use_queues, moe=moe,
+                         row_blocks=row_blocks)
         self.ring = ring
         self.into, self.back = ring.plans(self.qk, self.v, self.o)
         cos = sin = None

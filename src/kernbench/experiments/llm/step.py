@@ -21,6 +21,7 @@ from kernbench.experiments.llm.layer_run import PHASES, DecodeLayer, LayerWeight
 from kernbench.experiments.llm.mapping import Dims, build
 from kernbench.experiments.llm.moe_run import MoeSettings, check_settings
 from kernbench.experiments.llm.reference import rope_angles
+from kernbench.experiments.llm.row_blocks import RowBlocks
 from kernbench.experiments.llm.tensors import Placer, ptr, row_block
 from kernbench.geometry.groups import reduce_tables
 from kernbench.kernels.decoder import embed, lm_head
@@ -61,7 +62,7 @@ class _Step:
 
     def __init__(self, graph, dims: Dims, rows: int, positions, tp, data: bool,
                  seed: int, algorithm: str, keep_records: bool = False,
-                 ring: bool = False, replay: bool = True) -> None:
+                 ring: bool = False, replay: bool = True, count_blocks: bool = True) -> None:
         self.dims, self.T, self.data = dims, rows, data
         self.mapping = build(graph.spec, dims, tp, ring=ring)
         self.engine = GraphEngine(graph, enable_data=data, keep_records=keep_records)
@@ -75,6 +76,8 @@ class _Step:
         # timing mode only: data must be reduced, and a trace shows every event
         self.replay = replay and not data and not keep_records
         self.piece_spans: dict[int, tuple[float, float]] = {}  # bytes -> (span, prediction)
+        # the same conditions for counting a projection's row blocks (row_blocks.py)
+        self.row_blocks = RowBlocks(self.engine, count_blocks and not data and not keep_records)
         self.backend = AhbmBackend(self.ctx, algorithm, pes=tuple(range(self.mapping.k)),
                                    ipcq={"slot_bytes": COLLECTIVE_SLOT_BYTES})
         self.queues = {"collective": queue_sets(self.engine)}
@@ -210,22 +213,23 @@ def run_decode_step(graph, dims: Dims, users: int, context: int, *, layers: int 
                     tp: int | None = None, data: bool = False, seed: int = 0,
                     model: str = "", algorithm: str = "lrab_hierarchical",
                     keep_records: bool = False, moe: MoeSettings | None = None,
-                    replay: bool = True) -> StepRun:
+                    replay: bool = True, count_blocks: bool = True) -> StepRun:
     """Simulate one decode step of ``dims`` (``layers`` of its layers, default all);
-    ``replay`` False simulates every all-reduce piece (``_Step._piece``)."""
+    ``replay`` False simulates every all-reduce piece (``_Step._piece``),
+    ``count_blocks`` False every projection row block (``row_blocks.RowBlocks``)."""
     _positive("batch", users)
     _positive("context", context)
     n = _layers(dims, layers)
     moe = check_settings(moe, dims)
     st = _Step(graph, dims, users, np.full(users, context), tp, data, seed, algorithm,
-               keep_records, replay=replay)
+               keep_records, replay=replay, count_blocks=count_blocks)
     st.install_attention(reduce_tables(list(st.mapping.groups)), 4,
                          max(4096, dims.G * dims.d * 4))
     embed_ns = st.embedding()
     if data:
         st.arrays["x"] = st.read_x()
     layer = DecodeLayer(st.ctx, st._all_reduce, st.place, dims, users, context,
-                        use_queues=st.use_queues, moe=moe)
+                        use_queues=st.use_queues, moe=moe, row_blocks=st.row_blocks)
     spans = _run_layers(st, layer, n, lambda l: layer.caches(l, st.rng))
     head_ns = st.head(users)
     m = st.mapping
@@ -243,10 +247,10 @@ def run_prefill_step(graph, dims: Dims, batch: int, context: int, *,
                      layers: int | None = None, tp: int | None = None, data: bool = False,
                      seed: int = 0, model: str = "", algorithm: str = "lrab_hierarchical",
                      keep_records: bool = False, moe: MoeSettings | None = None,
-                     replay: bool = True) -> StepRun:
+                     replay: bool = True, count_blocks: bool = True) -> StepRun:
     """Simulate the prefill of one prompt of ``context`` tokens up to its first output
     token (TTFT): embedding, ``layers`` layers over every token, the LM head on the last;
-    ``replay`` as in :func:`run_decode_step`."""
+    ``replay`` and ``count_blocks`` as in :func:`run_decode_step`."""
     from kernbench.experiments.llm.prefill_run import PrefillLayer, RingAttention
 
     if _positive("batch", batch) != 1:
@@ -255,14 +259,14 @@ def run_prefill_step(graph, dims: Dims, batch: int, context: int, *,
     n = _layers(dims, layers)
     moe = check_settings(moe, dims)
     st = _Step(graph, dims, context, np.arange(context), tp, data, seed, algorithm,
-               keep_records, ring=True, replay=replay)
+               keep_records, ring=True, replay=replay, count_blocks=count_blocks)
     ring = RingAttention(st.ctx, st.mapping, dims, context, data)
     st.install_attention(*ring.ipcq())
     embed_ns = st.embedding()
     if data:
         st.arrays["x"] = st.read_x()
     layer = PrefillLayer(st.ctx, st._all_reduce, st.place, dims, context, ring,
-                         use_queues=st.use_queues, moe=moe)
+                         use_queues=st.use_queues, moe=moe, row_blocks=st.row_blocks)
     spans = _run_layers(st, layer, n, None)
     head_ns = st.head(1)
     m = st.mapping
@@ -308,6 +312,7 @@ def _record(st: _Step, spans: list, ends: tuple[float, float], model: str, spec,
         "layers": dims.layers,
         "simulated_layers": len(spans),
         "tp": m.tp, "C": m.C, "P": m.P, "pes": len(m.ranks), "collective": st.collective,
+        "row_blocks": st.row_blocks.record,
         "layer_ns": {p: last[p] for p in PHASES},
         "exposed_comm_ns": analytic.exposed(last),
         "simulated_layer_totals_ns": totals, "layer_spread": spread,

@@ -21,38 +21,41 @@ TINY = str(ROOT / "config/models/tiny-gqa.yaml")
 BLOCK = 8  # token rows per block, so a short prompt has many blocks
 
 
-def _both_ways(monkeypatch, sharing: str, context: int) -> tuple[dict, dict]:
+def _both_ways(monkeypatch, sharing: str, context: int, block: int) -> tuple[dict, dict]:
     """The prefill record with blocks counted (the default) and with every block simulated;
-    the tiny model's blocks cut to BLOCK rows (its scratch holds hundreds)."""
-    monkeypatch.setattr(layer_run, "row_block", lambda spec, D, cols: BLOCK)
+    the tiny model's blocks cut to ``block`` rows (its scratch holds hundreds)."""
+    monkeypatch.setattr(layer_run, "row_block", lambda spec, D, cols: block)
     dims = Dims.of(load_model(TINY))
     graph = lambda: load_topology(SMALL, {"fabric.sharing": sharing})  # noqa: E731
     return tuple(run_prefill_step(graph(), dims, 1, context, layers=2, count_blocks=c).record
                  for c in (True, False))
 
 
-@pytest.mark.parametrize("sharing,context", [("fifo", 70), ("interleaved", 70),
-                                             ("fifo", 64)])
+@pytest.mark.parametrize("sharing,context,block", [
+    ("fifo", 70, BLOCK), ("interleaved", 70, BLOCK), ("fifo", 64, BLOCK), ("fifo", 262, 32)])
 def test_counted_row_blocks_give_the_step_simulating_every_block_gives(monkeypatch, sharing,
-                                                                       context):
-    """70 rows: 8 full blocks and a tail of 6; 64: 8 full blocks and no tail. Each of the
-    three projections of both layers counts 8 - 3 blocks. The spans equal the full
-    simulation's within 1e-4: blocks are alike but for where their rows fall in the
-    buffers (fair-shared, the tail of the 70-row QKV stores lands 0.68 ns, 6e-5, later
-    after 8 full blocks than after 3). Counting from ``full - SHORT`` is 10 % off."""
-    fast, full = _both_ways(monkeypatch, sharing, context)
-    tail = context % BLOCK
+                                                                       context, block):
+    """70 rows: 8 full blocks and a tail of 6; 64: 8 full blocks and no tail; 262 rows
+    in blocks of 32: 8 and a tail of 6. Each of the three projections of both layers
+    counts 8 - 3 blocks. Equal blocks at other row offsets (other addresses) need not take
+    the same span, so the counted spans are close, not equal: the worst measured is
+    the 262-row O projection, 0.6 % short (its blocks 6 to 8 take 0.2-3.7 % longer
+    than the first ones), 4.4e-4 of the layer; fair-shared, the tail of the 70-row QKV
+    stores ends 0.68 ns (6e-5) later after 8 full blocks than after 3. Counting from
+    ``full - SHORT`` blocks is 10 % off, and from the short launch's span 6 %."""
+    fast, full = _both_ways(monkeypatch, sharing, context, block)
+    tail = context % block
     per_launch = row_blocks.SHORT + row_blocks.LONG + (2 if tail else 0)
     launches = 3 * 2  # qkv, o_proj and ffn of two layers
     assert fast["row_blocks"] == {"counted_launches": launches,
                                   "simulated_blocks": launches * per_launch,
-                                  "counted_blocks": launches * (context // BLOCK - 3)}
+                                  "counted_blocks": launches * (context // block - 3)}
     assert full["row_blocks"]["counted_launches"] == 0
-    assert fast["step_ns"] == pytest.approx(full["step_ns"], rel=1e-4)
+    assert fast["step_ns"] == pytest.approx(full["step_ns"], rel=1e-3)
     for name, ns in full["layer_ns"].items():
-        assert fast["layer_ns"][name] == pytest.approx(ns, rel=1e-4, abs=1e-6), name
+        assert fast["layer_ns"][name] == pytest.approx(ns, rel=1e-2, abs=1e-6), name
     assert fast["simulated_layer_totals_ns"] == pytest.approx(
-        full["simulated_layer_totals_ns"], rel=1e-4)
+        full["simulated_layer_totals_ns"], rel=1e-3)
 
 
 def test_few_blocks_data_mode_and_traces_simulate_every_block(monkeypatch):

@@ -3,8 +3,9 @@
 A norm + projection kernel takes its T token rows ``rows`` at a time (what the
 scratch holds, ``tensors.row_block``) and streams the rank's weight shard again for
 every block, so a 70B prefill of 8K tokens runs 482 blocks per projection, all
-alike. Once the pipeline is full, a launch grows by the same span with each full
-block it has. In timing mode, a launch of F >= ``MIN_FULL`` full blocks that starts
+doing the same work. Once the pipeline is full, each further full block adds about
+the same span to its launch (the same to rounding on the 70B prefill; blocks at other
+addresses can differ a little, ADR 0057 gives the worst case measured). In timing mode, a launch of F >= ``MIN_FULL`` full blocks that starts
 on an idle system is simulated twice, with ``SHORT`` and ``LONG`` full blocks (each
 followed by the tail block of T mod rows rows), and its span is the longer launch's
 plus (F - LONG) times the difference between the two. The fused RMSNorm prologues'

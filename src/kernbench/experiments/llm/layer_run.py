@@ -127,7 +127,7 @@ class DecodeLayer:
                  row_blocks: RowBlocks | None = None) -> None:
         """``row_blocks``: how projection launches of many row blocks run (None: as is)."""
         self.ctx, self.all_reduce, self.place, self.dims = ctx, all_reduce, place, dims
-        self.row_blocks = row_blocks or RowBlocks(ctx.engine, extrapolate=False)
+        self.row_blocks = row_blocks or RowBlocks(ctx.engine, count=False)
         self.use_queues = use_queues  # switches PE_IPCQ to the attention's queue set
         self.m, self.T, self.S, self.variant = place.m, users, context, variant
         m, d, G, T = self.m, dims.d, dims.G, users

@@ -4,14 +4,15 @@ A norm + projection kernel takes its T token rows ``rows`` at a time (what the
 scratch holds, ``tensors.row_block``) and streams the rank's weight shard again for
 every block, so a 70B prefill of 8K tokens runs 482 blocks per projection, all
 doing the same work. Once the pipeline is full, each further full block adds about
-the same span to its launch (the same to rounding on the 70B prefill; blocks at other
-addresses can differ a little, ADR 0057 gives the worst case measured). In timing mode, a launch of F >= ``MIN_FULL`` full blocks that starts
-on an idle system is simulated twice, with ``SHORT`` and ``LONG`` full blocks (each
-followed by the tail block of T mod rows rows), and its span is the longer launch's
-plus (F - LONG) times the difference between the two. The fused RMSNorm prologues'
-time is counted the same way. The record says how many launches and blocks were
-counted this way (``row_blocks``); ``extrapolate=False`` (``kernbench model
---simulate-every-block``) simulates every block. Design:
+the same span to its launch (the same to rounding on the 70B prefill; blocks at
+other addresses can differ a little, ADR 0057 gives the worst case measured). In
+timing mode, a launch of F >= ``MIN_FULL`` full blocks that starts on an idle
+system is simulated twice, with ``SHORT`` and ``LONG`` full blocks (each followed by
+the tail block of T mod rows rows), and its span is the longer launch's plus
+(F - LONG) times the difference between the two. The fused RMSNorm prologues' time
+is counted the same way. The record says how many launches and blocks were counted
+(``row_blocks``); ``count=False`` (``kernbench model --simulate-every-block``,
+``count_blocks=False`` in the step functions) simulates every block. Design:
 docs/adr/0057-projection-blocks-counted-from-two-short-launches.md.
 """
 
@@ -24,8 +25,8 @@ MIN_FULL = LONG + 3  # below this, the two short launches cost as much as the la
 class RowBlocks:
     """Runs a blocked launch as is, or as two short launches and a count (see above)."""
 
-    def __init__(self, engine, extrapolate: bool) -> None:
-        self.engine, self.extrapolate = engine, extrapolate
+    def __init__(self, engine, count: bool) -> None:
+        self.engine, self.count = engine, count
         self.record = {"counted_launches": 0, "simulated_blocks": 0, "counted_blocks": 0}
 
     def run(self, launch, plan_of, T: int, rows: dict, prologues) -> tuple | None:
@@ -36,7 +37,7 @@ class RowBlocks:
         sizes = set(rows.values())
         block = next(iter(sizes)) if len(sizes) == 1 else 0
         full = T // block if block else 0
-        if not self.extrapolate or full < MIN_FULL or not self.engine.settle():
+        if not self.count or full < MIN_FULL or not self.engine.settle():
             launch(plan_of(T))
             return None
         tail = T - full * block

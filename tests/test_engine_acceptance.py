@@ -220,3 +220,28 @@ def test_op_log_has_one_record_per_flow_sorted_by_start(default_graph, default_r
     assert recs[0].component_id == "sip0.cube0.pe1.pe_dma"
     assert recs[1].component_id == "sip0.io0.pcie_ep"
     assert all(r.op_kind == "memory" and r.t_end > r.t_start for r in recs)
+
+
+@pytest.mark.parametrize("policy", ["interleaved", "fifo"])
+def test_a_small_read_drains_at_the_pseudo_channels_it_covers(with_sharing, policy):
+    """One interleave granule read at phase 0 sits in one pseudo-channel; read from half a
+    granule on, it splits over two and drains twice as fast when the channel is the
+    bottleneck. Both reads on one engine, one after the other, each against the formula
+    with its own channel rate (a route's plan cached without the phase would give the
+    second the first one's rate)."""
+    graph = with_sharing("default", policy)
+    hbm = graph.spec.hbm
+    g = hbm.interleave_bytes
+    eng = GraphEngine(graph)
+    for offset, channels in ((0, 1), (g // 2, 2)):
+        flow = eng.flows.pe_dma_read(0, 0, 0, _slice(graph, 0, 0, offset), g)
+        ev = eng.submit(flow)
+        eng.run()
+        lone_channel_ns = (g / channels) / hbm.pseudo_channel_bw_gbs
+        edges = [graph.edge_map[hop] for leg in flow.legs if leg.nbytes
+                 for hop in zip(leg.nodes, leg.nodes[1:], strict=False)]
+        drain = g / min(min(e.bw_gbs for e in edges), g / lone_channel_ns)
+        latency = formula_ns(graph, flow) - g / min(
+            min(e.bw_gbs for e in edges),
+            hbm.pseudo_channels // graph.spec.pes_per_cube * hbm.pseudo_channel_bw_gbs)
+        assert ev.value.total_ns == pytest.approx(latency + drain, rel=1e-9)

@@ -273,10 +273,10 @@ class Fabric:
     def carry(self, plan: RoutePlan, nbytes: int, vc: str = "bulk") -> None:
         """Count ``nbytes`` on every link of ``plan`` for utilisation reports, without
         booking it (fair sharing times transfers itself)."""
-        for (a, b), tl, bw in zip(zip(plan.nodes, plan.nodes[1:], strict=False), plan.timelines,
-                                  plan.bws, strict=True):
+        for tl, bw in zip(plan.timelines, plan.bws, strict=True):
             tl.busy_ns += nbytes / bw
-            if vc == "ipcq":
+        if vc == "ipcq":
+            for a, b, bw in zip(plan.nodes, plan.nodes[1:], plan.bws, strict=False):
                 self._ipcq_timeline(a, b).busy_ns += nbytes / bw
 
     def _ipcq_timeline(self, src: str, dst: str) -> BusyTimeline:

@@ -32,6 +32,7 @@ from kernbench.components.flows import FlowSpec
 from kernbench.isa.handles import Completion
 
 SHARING = ("interleaved", "max_min", "fifo")
+_LEG_PLANS = 1 << 16  # leg plans cached per transport, at most
 
 
 class _Mailbox:
@@ -80,6 +81,7 @@ class Transport:
         self._resources: dict[tuple, tuple[Resource, ...]] = {}
         self._slices: dict[str, Resource] = {}
         self._links: dict[tuple[str, str], Resource] = {}
+        self._legs: dict[tuple, tuple] = {}  # leg_plan's cache
         self._mail: dict[Any, _Mailbox] = {}
         self.messages = 0  # sends that named a mailbox
 
@@ -209,6 +211,38 @@ class Transport:
             hit = self._resources[key] = tuple(links)
         return hit
 
+    def leg_plan(self, nodes: tuple[str, ...], nbytes: int, hbm_node: str | None, off: int,
+                 hbm_first: bool, continues: bool) -> tuple:
+        """What a fair data leg needs beyond its bytes, the same for every transfer of
+        its route, size and HBM interleave phase (cached; a PE's weight stream sends
+        thousands): (plan, resources, per-resource caps, cap, lead, tail, HBM slice)."""
+        hbm = self.fabric.hbm[hbm_node] if hbm_node else None
+        phase = off % hbm.period if hbm is not None else 0
+        key = (id(nodes), hbm_node, hbm_first, continues, nbytes, phase)
+        hit = self._legs.get(key)
+        if hit is not None and hit[0] is nodes:
+            return hit[1]
+        plan = self.fabric.plan(nodes)
+        resources = self.resources(nodes, hbm_node, hbm_first)
+        cap, hop_caps = plan.bottleneck_gbs, (float("inf"),) * len(resources)
+        if hbm is not None:  # a transfer covering few pseudo-channels gets only theirs
+            channel_cap = nbytes / max(d for _, d in hbm.shares(off, nbytes)[1])
+            cap = min(cap, channel_cap)
+            at = 0 if hbm_first else len(resources) - 1
+            hop_caps = hop_caps[:at] + (channel_cap,) + hop_caps[at + 1:]
+        paid = plan.overhead_ns - (plan.overheads[0] if continues else 0.0)
+        if not resources:  # one node, no memory: the overheads, nothing to drain
+            leg = (plan, resources, hop_caps, cap, 0.0, paid, hbm)
+        else:
+            # the route's latency first, then the bytes (as flow-level models time a
+            # message): two transfers meet on a link only if their bytes do
+            lead = _lead_ns(plan, continues, hbm_node, hbm_first, cap)
+            leg = (plan, resources, hop_caps, cap, lead, paid + plan.wire_ns - lead, hbm)
+        if len(self._legs) >= _LEG_PLANS:  # many routes and sizes: keep the cache bounded
+            self._legs.clear()
+        self._legs[key] = (nodes, leg)
+        return leg
+
     def link_busy_ns(self) -> dict[tuple[str, str], float]:
         """Time each link spent carrying bytes (fair mode: bytes / bandwidth)."""
         return self.fabric.link_busy_ns()
@@ -236,33 +270,21 @@ class _FairSend:
         legs = self.flow.legs
         while i < len(legs):
             _, nodes, nbytes, hbm_node, off, _, continues = legs[i]
-            plan = fabric.plan(nodes)
             if not nbytes:
+                plan = fabric.plan(nodes)
                 end = fabric.book(plan, 0, t, tr.env.now, continues=continues)[0]
                 if self.timing is not None:
                     self.timing.append((plan, t, end, 0.0, 0.0, plan.bottleneck_gbs, ()))
                 t, i = end, i + 1
                 continue
-            paid = plan.overhead_ns - (plan.overheads[0] if continues else 0.0)
-            hbm_first = legs[i].hbm_at_start
-            resources = tr.resources(nodes, hbm_node, hbm_first)
-            cap, hop_caps = plan.bottleneck_gbs, (float("inf"),) * len(resources)
-            if hbm_node:  # a transfer covering few pseudo-channels gets only theirs
-                hbm = fabric.hbm[hbm_node]
+            leg = tr.leg_plan(nodes, nbytes, hbm_node, off, legs[i].hbm_at_start, continues)
+            plan, resources, hop_caps, cap, lead, tail, hbm = leg
+            if hbm is not None:
                 hbm.bytes_served += nbytes
-                channel_cap = nbytes / max(d for _, d in hbm.shares(off, nbytes)[1])
-                cap = min(cap, channel_cap)
-                at = 0 if hbm_first else len(resources) - 1
-                hop_caps = hop_caps[:at] + (channel_cap,) + hop_caps[at + 1:]
             fabric.carry(plan, nbytes)
             if not resources:  # one node, no memory: nothing to drain
-                t, i = t + paid, i + 1
+                t, i = t + tail, i + 1  # (its tail is then the route's overheads)
                 continue
-            # the route's latency first, then the bytes (as flow-level models time a
-            # message): two transfers meet on a link only if their bytes do
-            head = paid + plan.wire_ns
-            lead = _lead_ns(plan, continues, hbm_node, hbm_first, cap)
-            tail = head - lead
             fair.start((id(resources), hop_caps, self.cls, tail), resources, hop_caps,
                           nbytes, cap, self.cls, t + lead, tail,
                           lambda m, end, i=i, plan=plan, t0=t, cap=cap, tail=tail:

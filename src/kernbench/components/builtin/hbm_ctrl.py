@@ -19,14 +19,15 @@ from kernbench.components.busy_timeline import BusyTimeline
 
 
 class HbmController:
-    __slots__ = ("node_id", "channels", "channel_bw_gbs", "interleave", "timelines", "bytes_served",
-                 "_shares", "_lockstep")
+    __slots__ = ("node_id", "channels", "channel_bw_gbs", "interleave", "period", "timelines",
+                 "bytes_served", "_shares", "_lockstep")
 
     def __init__(self, node_id: str, channels: int, channel_bw_gbs: float, interleave: int) -> None:
         self.node_id = node_id
         self.channels = channels
         self.channel_bw_gbs = channel_bw_gbs
         self.interleave = interleave
+        self.period = channels * interleave  # bytes after which the channels repeat
         self.timelines = [BusyTimeline() for _ in range(channels)]
         self.bytes_served = 0
         self._shares: dict[int, tuple[float | None, tuple]] = {}
@@ -59,7 +60,7 @@ class HbmController:
         """(service ns if every channel gets the same share else None, ((channel, ns), ...)
         for the channels a transfer touches). Depends only on the offset within one
         interleave period, so it is cached."""
-        period = self.channels * self.interleave
+        period = self.period
         phase = offset % period
         key = nbytes * period + phase  # (an int: no tuple to build and hash per transfer)
         hit = self._shares.get(key)

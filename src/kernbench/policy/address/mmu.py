@@ -21,6 +21,9 @@ class PageTableMmu:
         self._starts: list[int] = []  # region va starts, sorted
         self._ends: list[int] = []
         self._pas: list[int] = []
+        # the region the last translation found: a DMA stream translates address after
+        # address of one tensor, so most lookups skip the bisect (reset on any change)
+        self._last: tuple[int, int, int] = (0, 0, 0)
 
     def _pages(self, nbytes: int) -> int:
         return -(-nbytes // self.page_size) * self.page_size
@@ -39,6 +42,7 @@ class PageTableMmu:
         self._starts.insert(i, va)
         self._ends.insert(i, end)
         self._pas.insert(i, pa)
+        self._last = (0, 0, 0)
 
     def map_many(self, regions: list[tuple[int, int, int]]) -> None:
         """:meth:`map` of each (va, pa, nbytes); regions given in increasing va order
@@ -58,11 +62,13 @@ class PageTableMmu:
         self._starts += starts
         self._ends += ends
         self._pas += pas
+        self._last = (0, 0, 0)
 
     def unmap(self, va: int, nbytes: int) -> None:
         """Unmap whole pages ``[va, va + nbytes)``; regions are split as needed."""
         end = va + self._pages(nbytes)
         pos = va
+        self._last = (0, 0, 0)
         while pos < end:
             i = bisect_right(self._starts, pos) - 1
             if i < 0 or self._ends[i] <= pos:
@@ -83,10 +89,14 @@ class PageTableMmu:
 
     def region(self, va: int) -> tuple[int, int, int]:
         """(region va start, region va end, pa of the start) containing ``va``."""
+        last = self._last
+        if last[0] <= va < last[1]:
+            return last
         i = bisect_right(self._starts, va) - 1
         if i < 0 or self._ends[i] <= va:
             raise MmuFault(f"page fault: virtual address {va:#x} is not mapped", va=va)
-        return self._starts[i], self._ends[i], self._pas[i]
+        last = self._last = (self._starts[i], self._ends[i], self._pas[i])
+        return last
 
     def translate(self, va: int) -> int:
         start, _, pa = self.region(va)

@@ -26,6 +26,7 @@ import itertools
 import math
 from collections import deque
 from collections.abc import Callable
+from typing import Any
 
 from kernbench.components.fluid_stream import Member, Stream
 from kernbench.components.share_policies import (
@@ -56,6 +57,20 @@ class Resource:
         self.classes: tuple[dict, dict] = ({}, {})
 
 
+class _Entry:
+    """An event of the heap, due at ``t``; events due together run in the order pushed.
+    (Compiled, heapq's comparison of two entries is two float compares, where a tuple's
+    went through the generic compare of each item: the heap's largest cost.)"""
+
+    __slots__ = ("t", "seq", "kind", "obj", "version")
+
+    def __init__(self, t: float, seq: int, kind: int, obj: Any, version: int | None) -> None:
+        self.t, self.seq, self.kind, self.obj, self.version = t, seq, kind, obj, version
+
+    def __lt__(self, other: _Entry) -> bool:
+        return self.t < other.t or (self.t == other.t and self.seq < other.seq)
+
+
 class FairShare:
     """The fluid state of every transfer in flight on one engine."""
 
@@ -65,7 +80,7 @@ class FairShare:
         self.env = env
         self.max_min = policy == "max_min"
         self._streams: dict = {}  # route key -> its stream while it carries transfers
-        self._heap: list[tuple] = []
+        self._heap: list[_Entry] = []
         self._seq = itertools.count()
         self._ids = itertools.count()
         self._wakes: list[float] = []  # times of the SimPy timers still pending
@@ -87,17 +102,17 @@ class FairShare:
 
     # -- the event heap ------------------------------------------------------------------
     def _push(self, t: float, kind: int, obj, version) -> None:
-        heapq.heappush(self._heap, (t, next(self._seq), kind, obj, version))
+        heapq.heappush(self._heap, _Entry(t, next(self._seq), kind, obj, version))
         if not self._waking:  # (a wake re-arms the timer once, when it is done)
             self._arm()
 
     def _arm(self) -> None:
         """Keep a SimPy timer pending at the earliest live entry of the heap."""
         heap, wakes = self._heap, self._wakes
-        while heap and heap[0][4] is not None and heap[0][4] != heap[0][3].version:
+        while heap and heap[0].version is not None and heap[0].version != heap[0].obj.version:
             heapq.heappop(heap)  # rescheduled since: drop it before it costs a timer
-        if heap and (not wakes or heap[0][0] < wakes[0]):
-            t = heap[0][0]
+        if heap and (not wakes or heap[0].t < wakes[0]):
+            t = heap[0].t
             heapq.heappush(wakes, t)
             self.env.timeout(t - self.env.now).callbacks.append(self._wake)
 
@@ -107,13 +122,13 @@ class FairShare:
         heap = self._heap
         self._waking = True
         try:
-            while heap and heap[0][0] <= now:
-                _, _, kind, obj, version = heapq.heappop(heap)
-                if kind == _STEP:
-                    if version == obj.version:  # else rescheduled since
-                        self._step(obj)
+            while heap and heap[0].t <= now:
+                e = heapq.heappop(heap)
+                if e.kind == _STEP:
+                    if e.version == e.obj.version:  # else rescheduled since
+                        self._step(e.obj)
                 else:
-                    self._arrive(*obj)
+                    self._arrive(*e.obj)
         finally:
             self._waking = False
         self._arm()

@@ -14,6 +14,7 @@ and one booking per merged busy run.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from kernbench.components.builtin import gemm_array
 from kernbench.components.builtin.pe_stages import FETCH, GEMM, MATH, STAGES, STORE, Stages
@@ -81,14 +82,20 @@ class Planner:
 
     def __init__(self, pe) -> None:
         self.pe = pe
-        self._cache: dict[tuple, Plan] = pe.services.plans
+        self._cache: dict[tuple, Any] = pe.services.plans  # plans, and GEMM walks by shape
 
     def mapping(self, head: OpSpec, tile_shape) -> tuple[str, tuple | None]:
-        """(operand the array holds, supertile) of the head GEMM (``gemm_array.mapping``)."""
-        a, b = head.operands["a"], head.operands["b"]
-        return gemm_array.mapping(self.pe.spec.pe, head.extra["m"], head.extra["k"],
-                                  head.extra["n"], tile_shape, head.extra.get("stationary", "b"),
-                                  dtype_bytes(a.dtype), dtype_bytes(b.dtype), b.pinned)
+        """(operand the array holds, supertile) of the head GEMM (``gemm_array.mapping``;
+        cached by shape: "auto" weighs two walks of the array)."""
+        a, b, x = head.operands["a"], head.operands["b"], head.extra
+        key = ("mapping", x["m"], x["k"], x["n"], tile_shape, x.get("stationary", "b"),
+               a.dtype, b.dtype, b.pinned)
+        hit = self._cache.get(key)
+        if hit is None:
+            hit = self._cache[key] = gemm_array.mapping(
+                self.pe.spec.pe, x["m"], x["k"], x["n"], tile_shape, x.get("stationary", "b"),
+                dtype_bytes(a.dtype), dtype_bytes(b.dtype), b.pinned)
+        return hit
 
     def gemm_tiles(self, head: OpSpec, tile_shape):
         """(tiles, supertile, accumulator budget) of the head GEMM: the supertile walk
@@ -96,12 +103,17 @@ class Planner:
         spec = self.pe.spec.pe
         a, b = head.operands["a"], head.operands["b"]
         M, K, N = head.extra["m"], head.extra["k"], head.extra["n"]
+        key = ("tiles", M, K, N, tile_shape, a.dtype, b.dtype)
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
         tm, tk, tn = tile_shape or supertile((spec.tile_m, spec.tile_k, spec.tile_n), K, N)
         buffers = spec.max_inflight_tiles * (tm * tk * dtype_bytes(a.dtype)
                                              + tk * tn * dtype_bytes(b.dtype))
         budget = max(0, spec.tcm_reserved_bytes - buffers)
         tiles = gemm_tiles(M, K, N, tm, tk, tn, n_group(-(-N // tn), tm, tn, budget, ACC_BYTES))
-        return tiles, (tm, tk, tn), budget
+        hit = self._cache[key] = (tiles, (tm, tk, tn), budget)
+        return hit
 
     def plan(self, ops: tuple[OpSpec, ...], g: int, tile_shape) -> Plan:
         """The plan of ``ops`` (head GEMM at index ``g``), from the cache when its shapes

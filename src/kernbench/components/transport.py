@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from kernbench.components.fabric import Fabric
 from kernbench.components.fair_share import CLASSES, FairShare, Resource
@@ -33,6 +33,18 @@ from kernbench.isa.handles import Completion
 
 SHARING = ("interleaved", "max_min", "fifo")
 _LEG_PLANS = 1 << 16  # leg plans cached per transport, at most
+
+
+class LegPlan(NamedTuple):
+    """What a fair data leg needs beyond its bytes (``Transport.leg_plan``)."""
+
+    plan: Any  # the route's RoutePlan
+    resources: tuple[Resource, ...]  # the links and HBM slice its bytes cross, in order
+    hop_caps: tuple[float, ...]  # per resource, what one transfer may take of it
+    cap: float  # bytes/ns alone: its slowest link or its pseudo-channels
+    lead: float  # latency from its start to where its bytes drain
+    tail: float  # latency from there to its arrival
+    hbm: Any  # the HBM slice's controller, or None
 
 
 class _Mailbox:
@@ -81,7 +93,7 @@ class Transport:
         self._resources: dict[tuple, tuple[Resource, ...]] = {}
         self._slices: dict[str, Resource] = {}
         self._links: dict[tuple[str, str], Resource] = {}
-        self._legs: dict[tuple, tuple] = {}  # leg_plan's cache
+        self._legs: dict[tuple, tuple[tuple[str, ...], LegPlan]] = {}  # leg_plan's cache
         self._mail: dict[Any, _Mailbox] = {}
         self.messages = 0  # sends that named a mailbox
 
@@ -212,10 +224,9 @@ class Transport:
         return hit
 
     def leg_plan(self, nodes: tuple[str, ...], nbytes: int, hbm_node: str | None, off: int,
-                 hbm_first: bool, continues: bool) -> tuple:
-        """What a fair data leg needs beyond its bytes, the same for every transfer of
-        its route, size and HBM interleave phase (cached; a PE's weight stream sends
-        thousands): (plan, resources, per-resource caps, cap, lead, tail, HBM slice)."""
+                 hbm_first: bool, continues: bool) -> LegPlan:
+        """A fair data leg's plan: the same for every transfer of its route, size and HBM
+        interleave phase, so cached (a PE's weight stream sends thousands)."""
         hbm = self.fabric.hbm[hbm_node] if hbm_node else None
         phase = off % hbm.period if hbm is not None else 0
         key = (id(nodes), hbm_node, hbm_first, continues, nbytes, phase)
@@ -232,12 +243,12 @@ class Transport:
             hop_caps = hop_caps[:at] + (channel_cap,) + hop_caps[at + 1:]
         paid = plan.overhead_ns - (plan.overheads[0] if continues else 0.0)
         if not resources:  # one node, no memory: the overheads, nothing to drain
-            leg = (plan, resources, hop_caps, cap, 0.0, paid, hbm)
+            leg = LegPlan(plan, resources, hop_caps, cap, 0.0, paid, hbm)
         else:
             # the route's latency first, then the bytes (as flow-level models time a
             # message): two transfers meet on a link only if their bytes do
             lead = _lead_ns(plan, continues, hbm_node, hbm_first, cap)
-            leg = (plan, resources, hop_caps, cap, lead, paid + plan.wire_ns - lead, hbm)
+            leg = LegPlan(plan, resources, hop_caps, cap, lead, paid + plan.wire_ns - lead, hbm)
         if len(self._legs) >= _LEG_PLANS:  # many routes and sizes: keep the cache bounded
             self._legs.clear()
         self._legs[key] = (nodes, leg)
@@ -277,8 +288,8 @@ class _FairSend:
                     self.timing.append((plan, t, end, 0.0, 0.0, plan.bottleneck_gbs, ()))
                 t, i = end, i + 1
                 continue
-            leg = tr.leg_plan(nodes, nbytes, hbm_node, off, legs[i].hbm_at_start, continues)
-            plan, resources, hop_caps, cap, lead, tail, hbm = leg
+            plan, resources, hop_caps, cap, lead, tail, hbm = tr.leg_plan(
+                nodes, nbytes, hbm_node, off, legs[i].hbm_at_start, continues)
             if hbm is not None:
                 hbm.bytes_served += nbytes
             fabric.carry(plan, nbytes)

@@ -88,12 +88,12 @@ class Planner:
         """(operand the array holds, supertile) of the head GEMM (``gemm_array.mapping``;
         cached by shape: "auto" weighs two walks of the array)."""
         a, b, x = head.operands["a"], head.operands["b"], head.extra
-        key = ("mapping", x["m"], x["k"], x["n"], tile_shape, x.get("stationary", "b"),
-               a.dtype, b.dtype, b.pinned)
+        asked = x.get("stationary", "b")
+        key = ("mapping", x["m"], x["k"], x["n"], tile_shape, asked, a.dtype, b.dtype, b.pinned)
         hit = self._cache.get(key)
         if hit is None:
             hit = self._cache[key] = gemm_array.mapping(
-                self.pe.spec.pe, x["m"], x["k"], x["n"], tile_shape, x.get("stationary", "b"),
+                self.pe.spec.pe, x["m"], x["k"], x["n"], tile_shape, asked,
                 dtype_bytes(a.dtype), dtype_bytes(b.dtype), b.pinned)
         return hit
 

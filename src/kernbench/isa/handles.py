@@ -190,3 +190,13 @@ class TensorHandle:
         return f"TensorHandle({self.id}{t} {self.space}@{self.addr:#x} {self.shape} {self.dtype})"
 
     # arithmetic operators are attached by kernbench.triton_emu.tl_context
+
+
+def ready_at(h: TensorHandle) -> float:
+    """When ``h``'s data is ready: its producer's end, 0.0 when nothing produces it."""
+    p = h.pending
+    if p is None:
+        return 0.0
+    if p.done_at is None:
+        raise RuntimeError(f"{h} is still being produced; the kernel must wait for it first")
+    return p.done_at

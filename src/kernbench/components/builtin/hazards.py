@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 
-from kernbench.isa.handles import Completion
+from kernbench.isa.handles import Completion, TensorHandle
 
 Range = tuple[str, int, int]
 
@@ -37,7 +37,9 @@ def access_ranges(cmd) -> tuple[list[Range], list[Range]]:
     already orders it after the last writer and the readers of those bytes -- so a
     recipe's intermediates, written and read inside one composite, cost nothing.
     """
-    reads, writes = cmd.accesses()
+    reads: list[TensorHandle]
+    writes: list[TensorHandle]
+    reads, writes = cmd.accesses()  # (typed: the compiled twin calls byte_range directly)
     written = [h.byte_range() for h in writes]
     wr = _merged(written)
     drop = not cmd.waits_for_inputs

@@ -14,9 +14,8 @@ import numpy as np
 from kernbench.components.builtin import gemm_array
 from kernbench.components.builtin.dispatch import executes
 from kernbench.components.builtin.engine import Engine
-from kernbench.components.builtin.pe_ops import ready_at
 from kernbench.isa.commands import GemmCmd
-from kernbench.isa.handles import Completion
+from kernbench.isa.handles import Completion, ready_at
 
 
 class GemmEngine(Engine):

@@ -28,13 +28,12 @@ from collections.abc import Callable
 import numpy as np
 
 from kernbench.components.builtin.dispatch import executes
-from kernbench.components.builtin.pe_ops import ready_at
 from kernbench.components.flows import FlowSpec, LegSpec
 from kernbench.errors import ConfigError, KernelMisuse
 from kernbench.geometry.ipcq import ALLOWED, IpcqConfig, opposite
 from kernbench.isa.commands import IpcqRecvCmd, IpcqSendCmd
 from kernbench.isa.dtypes import np_dtype
-from kernbench.isa.handles import Completion
+from kernbench.isa.handles import Completion, ready_at
 from kernbench.policy.address.phys_addr import PhysAddr
 from kernbench.topology import naming as nm
 

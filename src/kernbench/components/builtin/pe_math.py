@@ -14,9 +14,8 @@ import numpy as np
 from kernbench.components import numerics
 from kernbench.components.builtin.dispatch import executes
 from kernbench.components.builtin.engine import Engine
-from kernbench.components.builtin.pe_ops import ready_at
 from kernbench.isa.commands import BroadcastCmd, CopyCmd, MathCmd
-from kernbench.isa.handles import Completion, TensorHandle
+from kernbench.isa.handles import Completion, TensorHandle, ready_at
 
 
 def math_cycles(elements: int, vector_width: int) -> int:

@@ -8,16 +8,7 @@ from __future__ import annotations
 
 from kernbench.components.builtin.pe_stages import Stages
 from kernbench.isa.dtypes import dtype_bytes
-from kernbench.isa.handles import TensorHandle
-
-
-def ready_at(h: TensorHandle) -> float:
-    p = h.pending
-    if p is None:
-        return 0.0
-    if p.done_at is None:
-        raise RuntimeError(f"{h} is still being produced; the kernel must wait for it first")
-    return p.done_at
+from kernbench.isa.handles import TensorHandle, ready_at
 
 
 def operand_ready(h: TensorHandle, cmd) -> float:

@@ -13,26 +13,52 @@ drift apart.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
+from kernbench.components.tiling import GemmTile
+
+if TYPE_CHECKING:  # (typed so the compiled twin calls the engines directly)
+    from kernbench.components.builtin.engine import Engine
+    from kernbench.components.builtin.pe_gemm import GemmEngine
+    from kernbench.components.builtin.pe_math import MathEngine
+
 FETCH, GEMM, MATH, STORE = "fetch", "gemm", "math", "store"
 # (engine, unit in the PE's ids, op kind, stage) of each engine a chain books
 STAGES = ((FETCH, "pe_fetch_store", "memory", "FETCH"), (GEMM, "pe_gemm", "gemm", "GEMM"),
           (MATH, "pe_math", "math", "MATH"), (STORE, "pe_fetch_store", "memory", "STORE"))
 _REPORT = {engine: (unit, kind, stage) for engine, unit, kind, stage in STAGES}
-TILE_NAMES = {FETCH: "TileToken/FETCH", GEMM: "TileToken/GEMM", MATH: "TileToken/MATH",
-              STORE: "TileToken/STORE"}
+_TILE_FETCH, _TILE_GEMM = "TileToken/FETCH", "TileToken/GEMM"
+_TILE_MATH, _TILE_STORE = "TileToken/MATH", "TileToken/STORE"
+
+
+class NameCounts:
+    """Stands in for an op-log sink where only the number of ops per name matters (the
+    private engines of a composite plan)."""
+
+    __slots__ = ("counts",)
+
+    def __init__(self, counts: dict[str, int]) -> None:
+        self.counts = counts
+
+    def add(self, t_start: float, t_end: float, op_name: str, params: Any = None) -> None:
+        self.counts[op_name] = self.counts.get(op_name, 0) + 1
 
 
 class Stages:
-    """FETCH, GEMM, MATH and STORE engines of one PE and the report of their bookings
-    (``report(engine, start, end, name, params)``)."""
+    """FETCH, GEMM, MATH and STORE engines of one PE and where each reports its bookings
+    (a sink per engine: ``sink.add(start, end, name, params)``)."""
 
-    __slots__ = ("fetch", "gemm", "math", "store", "port_bw_gbs", "report", "detail")
+    __slots__ = ("fetch", "gemm", "math", "store", "port_bw_gbs", "detail",
+                 "fetch_log", "gemm_log", "math_log", "store_log")
 
-    def __init__(self, fetch, gemm, math, store, port_bw_gbs: float, report,
-                 detail: bool = False) -> None:
+    def __init__(self, fetch: Engine, gemm: GemmEngine, math: MathEngine, store: Engine,
+                 port_bw_gbs: float, logs: dict[str, Any], detail: bool = False) -> None:
         self.fetch, self.gemm, self.math, self.store = fetch, gemm, math, store
         self.port_bw_gbs = port_bw_gbs
-        self.report = report
+        # one attribute per engine, not a report(engine, ...) function: bookings are the
+        # hot path, and a compiled call on an attribute skips a function call and a lookup
+        self.fetch_log, self.gemm_log = logs[FETCH], logs[GEMM]
+        self.math_log, self.store_log = logs[MATH], logs[STORE]
         self.detail = detail  # whether a report's parameters are kept (worth building)
 
     @classmethod
@@ -41,11 +67,7 @@ class Stages:
         fs, ids, log = pe.fetch_store, pe.ids, pe.op_log
         sinks = {engine: log.sink(ids[unit], kind, stage)
                  for engine, (unit, kind, stage) in _REPORT.items()}
-
-        def report(engine, t0, t1, name, params=None):
-            sinks[engine].add(t0, t1, name, params)
-
-        return cls(fs.fetch, pe.gemm, pe.math, fs.store, fs.port_bw_gbs, report,
+        return cls(fs.fetch, pe.gemm, pe.math, fs.store, fs.port_bw_gbs, sinks,
                    log.keep_records)
 
     @classmethod
@@ -53,13 +75,9 @@ class Stages:
         """Idle copies of the PE's engines (same service rules and overheads) whose
         bookings are counted in ``names`` ({engine: {op name: count}}) only."""
         fs = pe.fetch_store
-
-        def report(engine, t0, t1, name, params=None):
-            counts = names[engine]
-            counts[name] = counts.get(name, 0) + 1
-
+        counts = {engine: NameCounts(names[engine]) for engine in _REPORT}
         return cls(fs.fetch.idle_twin(), pe.gemm.idle_twin(), pe.math.idle_twin(),
-                   fs.store.idle_twin(), fs.port_bw_gbs, report)
+                   fs.store.idle_twin(), fs.port_bw_gbs, counts)
 
     def engines(self) -> dict:
         return {FETCH: self.fetch, GEMM: self.gemm, MATH: self.math, STORE: self.store}
@@ -77,13 +95,12 @@ class Stages:
         f0, f1 = self.fetch.book(t_ready, in_bytes / port, now)
         e0, e1, e_done = engine_run(f1, now)
         s0, s1 = self.store.book(e_done, out_bytes / port, now)
-        report = self.report
-        report(FETCH, f0, f1, TILE_NAMES[FETCH] if composite else "fetch")
-        report(GEMM if kind == "gemm" else MATH, e0, e1, name, params)
-        report(STORE, s0, s1, TILE_NAMES[STORE] if composite else "store")
+        self.fetch_log.add(f0, f1, _TILE_FETCH if composite else "fetch")
+        (self.gemm_log if kind == "gemm" else self.math_log).add(e0, e1, name, params)
+        self.store_log.add(s0, s1, _TILE_STORE if composite else "store")
         return f0, s1
 
-    def gemm_tile(self, tile, ready: float, now: float, held: str, bpe: tuple, acc: tuple,
+    def gemm_tile(self, tile: GemmTile, ready: float, now: float, held: str, bpe: tuple, acc: tuple,
                   epilogues: tuple) -> tuple[float, float, float | None]:
         """One supertile of a composite GEMM: FETCH its operands -> the array -> its k-tile
         (and, on the last k step, output-tile) epilogues -> STORE on the last k step.
@@ -96,24 +113,23 @@ class Stages:
         bpe_a, bpe_b, bpe_out = bpe
         acc_free, acc_done = acc
         k_epi, o_epi = epilogues
-        port, report = self.port_bw_gbs, self.report
+        port = self.port_bw_gbs
         m, k, n = tile.m, tile.k, tile.n
         f0, f1 = self.fetch.book(ready, (m * k * bpe_a + k * n * bpe_b) / port, now)
         gemm = self.gemm
         g0, g_free = gemm.book(max(f1, acc_free.get(tile.ni, 0.0)),
                                gemm.service_ns(m, k, n, held), now)
         acc_free[tile.ni] = g_free
-        report(FETCH, f0, f1, TILE_NAMES[FETCH])
-        report(GEMM, g0, g_free, TILE_NAMES[GEMM],
-               {"m": m, "k": k, "n": n} if self.detail else None)
+        self.fetch_log.add(f0, f1, _TILE_FETCH)
+        self.gemm_log.add(g0, g_free, _TILE_GEMM, {"m": m, "k": k, "n": n} if self.detail else None)
         t = max(g_free + gemm.fill_ns, acc_done.get(tile.ni, 0.0))
         vector = self.math
         for op in k_epi + (o_epi if tile.last_k else []):
             e0, t = vector.book(t, vector.service_ns(m * n), now)
-            report(MATH, e0, t, TILE_NAMES[MATH], {"op": op.kind} if self.detail else None)
+            self.math_log.add(e0, t, _TILE_MATH, {"op": op.kind} if self.detail else None)
         acc_done[tile.ni] = t
         if not tile.last_k:
             return f1, g0, None
         s0, s1 = self.store.book(t, m * n * bpe_out / port, now)
-        report(STORE, s0, s1, TILE_NAMES[STORE])
+        self.store_log.add(s0, s1, _TILE_STORE)
         return f1, g0, s1

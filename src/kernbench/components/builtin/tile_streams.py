@@ -14,14 +14,19 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
+from collections.abc import Generator
+from typing import TYPE_CHECKING, Any
 
 from kernbench.components import numerics
 from kernbench.components.builtin.composite_plan import tile_epilogues
 from kernbench.components.builtin.composite_values import epilogue_value, gemm_value
-from kernbench.components.builtin.pe_ops import operand_ready, ready_at, view_va
+from kernbench.components.builtin.pe_ops import PeOps, operand_ready, view_va
 from kernbench.components.tiling import chunks
 from kernbench.isa.dtypes import dtype_bytes
-from kernbench.isa.handles import Completion
+from kernbench.isa.handles import Completion, TensorHandle, ready_at
+
+if TYPE_CHECKING:
+    from kernbench.components.builtin.pe_dma import PeDma
 
 # the record parameters of a tile's operand reads (the DMA copies them into its record,
 # and only when records are kept)
@@ -121,9 +126,14 @@ class GemmStream:
     """The supertiles of a composite GEMM, timed tile by tile (docs/adr/0008)."""
 
     def __init__(self, feeder, cmd, head, epilogues, t0: float) -> None:
-        self.pe, self.ops = feeder.pe, feeder.ops
+        self.pe = feeder.pe
+        # (typed: the compiled twin calls the DMA and the stage rules directly)
+        self.ops: PeOps = feeder.ops
+        self.dma: PeDma = feeder.pe.dma
         self.head, self.t0, self.cmd = head, t0, cmd
-        self.a, self.b, self.out = head.operands["a"], head.operands["b"], head.out
+        self.a: TensorHandle = head.operands["a"]
+        self.b: TensorHandle = head.operands["b"]
+        self.out: TensorHandle = head.out
         self.held, shape = feeder.planner.mapping(head, cmd.tile_shape)
         self.tiles, (self.tm, self.tk, _), budget = feeder.planner.gemm_tiles(head, shape)
         self.epilogues = tile_epilogues((head, *epilogues), 0)  # (per k tile, per output tile)
@@ -141,31 +151,33 @@ class GemmStream:
         self.end = t0
         self.box: dict | None = None  # data mode: the product's values
 
-    def run(self):
+    def run(self) -> Generator[Any, Any, float]:
         """The loop (a generator run by the feeder's process); returns the end time."""
-        env, pe = self.pe.env, self.pe
+        env, pe, dma = self.pe.env, self.pe, self.dma
         a, b, K = self.a, self.b, self.head.extra["k"]
         a_ready = max(self.t0, operand_ready(a, self.cmd)) if a.pinned else self.t0
         b_ready = max(self.t0, operand_ready(b, self.cmd)) if b.pinned else self.t0
-        a_tile, panel_mi = self.t0, -1
+        a_tile: float | Completion = self.t0
+        panel_mi = -1
         read = ("TileToken/DMA_READ", "DMA_READ")
+        limit: int = pe.spec.pe.max_inflight_tiles
         for tile in self.tiles:
-            t_issue = yield from _free_slot(self.order, self.slots,
-                                            pe.spec.pe.max_inflight_tiles, env,
+            t_issue = yield from _free_slot(self.order, self.slots, limit, env,
                                             max(env.now, self.t0))
-            if t_issue > env.now:
-                yield env.timeout(t_issue - env.now)
             now = env.now
+            if t_issue > now:
+                yield env.timeout(t_issue - now)
+                now = env.now
             if a.pinned:
                 a_tile = max(a_ready, now)
             elif self.a_panel and tile.mi != panel_mi:
                 panel_mi = tile.mi
-                a_tile = pe.dma.read(view_va(a, tile.m0, 0), tile.m * K * self.bpe[0], now, now,
+                a_tile = dma.read(view_va(a, tile.m0, 0), tile.m * K * self.bpe[0], now, now,
                                      *read, _A)[1]
             elif not self.a_panel and tile.load_a:
-                a_tile = pe.dma.read(view_va(a, tile.m0, tile.k0), tile.m * tile.k * self.bpe[0],
+                a_tile = dma.read(view_va(a, tile.m0, tile.k0), tile.m * tile.k * self.bpe[0],
                                      now, now, *read, _A)[1]
-            b_tile = max(b_ready, now) if b.pinned else pe.dma.read(
+            b_tile = max(b_ready, now) if b.pinned else dma.read(
                 view_va(b, tile.k0, tile.n0), tile.k * tile.n * self.bpe[1], now, now, *read,
                 _B)[1]
             self.order.add((a_tile, b_tile), lambda ready, tile=tile: self._book(tile, ready))
@@ -186,7 +198,7 @@ class GemmStream:
         if self.out.space != "hbm":
             self._commit(tile, stored)
             return
-        write = pe.dma.write(view_va(self.out, tile.m0, tile.n0),
+        write = self.dma.write(view_va(self.out, tile.m0, tile.n0),
                              tile.m * tile.n * self.bpe[2], stored, pe.env.now,
                              "TileToken/DMA_WRITE", "DMA_WRITE")[1]
         self.writes.append(write)
@@ -213,9 +225,12 @@ class MathStream:
     """An elementwise composite streamed in chunks: DMA (HBM operands) -> MATH -> STORE."""
 
     def __init__(self, feeder, op, epilogues, t0: float) -> None:
-        self.pe, self.ops = feeder.pe, feeder.ops
+        self.pe = feeder.pe
+        self.ops: PeOps = feeder.ops
+        self.dma: PeDma = feeder.pe.dma
         self.op, self.epilogues, self.t0 = op, epilogues, t0
-        self.x, self.out = op.operands["a"], op.out
+        self.x: TensorHandle = op.operands["a"]
+        self.out: TensorHandle = op.out
         for h in (self.x, self.out):
             if h.space == "hbm" and h.row_stride not in (None, h.shape[-1]):
                 raise RuntimeError(f"streamed MATH operand {h} is not contiguous in HBM "
@@ -227,7 +242,7 @@ class MathStream:
         self.end = t0
         self.first: float | None = None
 
-    def run(self):
+    def run(self) -> Generator[Any, Any, float]:
         """The chunk loop (a generator); returns the end time."""
         pe, env, x = self.pe, self.pe.env, self.x
         spec = pe.spec.pe
@@ -240,13 +255,14 @@ class MathStream:
             if x.pinned:
                 ready = max(t_issue, ready_at(x))
             else:
-                ready = pe.dma.read(x.addr + off * bpe_x, n * bpe_x, t_issue, env.now,
+                ready = self.dma.read(x.addr + off * bpe_x, n * bpe_x, t_issue, env.now,
                                     "TileToken/DMA_READ", "DMA_READ", _A)[1]
             self.order.add((ready,), lambda r, off=off, n=n: self._book(off, n, r))
         yield from self.order.wait_all(env)
         end = yield from _wait_done(self.writes, env)
         self.end = max(self.end, end)
         if pe.data is not None:
+            assert self.first is not None  # (set by the first chunk booked)
             self._data(self.first, self.end)
         return self.end
 
@@ -270,7 +286,7 @@ class MathStream:
         heapq.heappush(self.slots, f1)
         self.end = max(self.end, s1)
         if self.out.space == "hbm":
-            self.writes.append(pe.dma.write(self.out.addr + off * bpe_o, n * bpe_o, s1, pe.env.now,
+            self.writes.append(self.dma.write(self.out.addr + off * bpe_o, n * bpe_o, s1, pe.env.now,
                                             "TileToken/DMA_WRITE", "DMA_WRITE")[1])
 
     def _data(self, first: float, end: float) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 
 from kernbench.components.builtin import gemm_array
 from kernbench.components.builtin.pe_stages import FETCH, GEMM, MATH, STAGES, STORE, Stages
-from kernbench.components.tiling import gemm_tiles, n_group, supertile
+from kernbench.components.tiling import GemmTile, gemm_tiles, n_group, supertile
 from kernbench.isa.commands import OpSpec, Scope
 from kernbench.isa.dtypes import dtype_bytes
 
@@ -97,7 +97,8 @@ class Planner:
                 dtype_bytes(a.dtype), dtype_bytes(b.dtype), b.pinned)
         return hit
 
-    def gemm_tiles(self, head: OpSpec, tile_shape):
+    def gemm_tiles(self, head: OpSpec, tile_shape
+                   ) -> tuple[tuple[GemmTile, ...], tuple[int, int, int], int]:
         """(tiles, supertile, accumulator budget) of the head GEMM: the supertile walk
         both paths use (``tile_shape``: as :meth:`mapping` resolved it)."""
         spec = self.pe.spec.pe

@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from kernbench.components.builtin.dispatch import executes, executor_for
-from kernbench.components.builtin.hazards import access_ranges
+from kernbench.components.builtin.hazards import AccessTracker, access_ranges
 from kernbench.errors import KernelStateError
 from kernbench.isa.commands import PeCpuOverheadCmd
 from kernbench.isa.handles import Completion
@@ -68,7 +68,7 @@ class PeCpu:
         every other dependency delays the op on its unit, not the CPU.
         """
         pe = self.pe
-        tracker = pe.scheduler.hazards
+        tracker: AccessTracker = pe.scheduler.hazards  # (typed: called directly, compiled)
         tracker.prune(min(self.t, pe.env.now))
         reads, writes = access_ranges(cmd)
         raw, other = tracker.deps(reads, writes)
@@ -128,7 +128,7 @@ class PeCpu:
         """Initialise a new TCM tensor (tl.zeros/full/arange) at the CPU's time, after
         any op still using that (possibly recycled) memory; ``value()`` is called for
         the array only in data mode."""
-        tracker = self.pe.scheduler.hazards
+        tracker: AccessTracker = self.pe.scheduler.hazards
         written = [handle.byte_range()]
         raw, other = tracker.deps([], written)
         t = self.t

@@ -173,10 +173,10 @@ class GemmStream:
             elif self.a_panel and tile.mi != panel_mi:
                 panel_mi = tile.mi
                 a_tile = dma.read(view_va(a, tile.m0, 0), tile.m * K * self.bpe[0], now, now,
-                                     *read, _A)[1]
+                                  *read, _A)[1]
             elif not self.a_panel and tile.load_a:
                 a_tile = dma.read(view_va(a, tile.m0, tile.k0), tile.m * tile.k * self.bpe[0],
-                                     now, now, *read, _A)[1]
+                                  now, now, *read, _A)[1]
             b_tile = max(b_ready, now) if b.pinned else dma.read(
                 view_va(b, tile.k0, tile.n0), tile.k * tile.n * self.bpe[1], now, now, *read,
                 _B)[1]
@@ -199,8 +199,8 @@ class GemmStream:
             self._commit(tile, stored)
             return
         write = self.dma.write(view_va(self.out, tile.m0, tile.n0),
-                             tile.m * tile.n * self.bpe[2], stored, pe.env.now,
-                             "TileToken/DMA_WRITE", "DMA_WRITE")[1]
+                               tile.m * tile.n * self.bpe[2], stored, pe.env.now,
+                               "TileToken/DMA_WRITE", "DMA_WRITE")[1]
         self.writes.append(write)
         write.then(lambda c, tile=tile: self._commit(tile, c.done_at))
 
@@ -256,7 +256,7 @@ class MathStream:
                 ready = max(t_issue, ready_at(x))
             else:
                 ready = self.dma.read(x.addr + off * bpe_x, n * bpe_x, t_issue, env.now,
-                                    "TileToken/DMA_READ", "DMA_READ", _A)[1]
+                                      "TileToken/DMA_READ", "DMA_READ", _A)[1]
             self.order.add((ready,), lambda r, off=off, n=n: self._book(off, n, r))
         yield from self.order.wait_all(env)
         end = yield from _wait_done(self.writes, env)
@@ -286,8 +286,8 @@ class MathStream:
         heapq.heappush(self.slots, f1)
         self.end = max(self.end, s1)
         if self.out.space == "hbm":
-            self.writes.append(self.dma.write(self.out.addr + off * bpe_o, n * bpe_o, s1, pe.env.now,
-                                            "TileToken/DMA_WRITE", "DMA_WRITE")[1])
+            self.writes.append(self.dma.write(self.out.addr + off * bpe_o, n * bpe_o, s1,
+                                              pe.env.now, "TileToken/DMA_WRITE", "DMA_WRITE")[1])
 
     def _data(self, first: float, end: float) -> None:
         box, ops, op, x, out = {}, self.ops, self.op, self.x, self.out

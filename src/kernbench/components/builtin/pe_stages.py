@@ -52,13 +52,13 @@ class Stages:
                  "fetch_log", "gemm_log", "math_log", "store_log")
 
     def __init__(self, fetch: Engine, gemm: GemmEngine, math: MathEngine, store: Engine,
-                 port_bw_gbs: float, logs: dict[str, Any], detail: bool = False) -> None:
+                 port_bw_gbs: float, sinks: dict[str, Any], detail: bool = False) -> None:
         self.fetch, self.gemm, self.math, self.store = fetch, gemm, math, store
         self.port_bw_gbs = port_bw_gbs
         # one attribute per engine, not a report(engine, ...) function: bookings are the
         # hot path, and a compiled call on an attribute skips a function call and a lookup
-        self.fetch_log, self.gemm_log = logs[FETCH], logs[GEMM]
-        self.math_log, self.store_log = logs[MATH], logs[STORE]
+        self.fetch_log, self.gemm_log = sinks[FETCH], sinks[GEMM]
+        self.math_log, self.store_log = sinks[MATH], sinks[STORE]
         self.detail = detail  # whether a report's parameters are kept (worth building)
 
     @classmethod

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from kernbench import native
 from kernbench.policy.routing import PathRouter
 from kernbench.topology import load_topology
 
@@ -28,6 +29,11 @@ def pytest_collection_modifyitems(config, items):
     rank = {name: i for i, name in enumerate(FIRST)}
     rank.update({name: len(FIRST) + 1 for name in LAST})
     items.sort(key=lambda item: rank.get(item.path.name, len(FIRST)))  # stable: files keep order
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Say whether the hot modules ran compiled or as Python (tests/__init__.py)."""
+    terminalreporter.write_line(f"kernbench: the tests imported {native.status()}")
 
 
 @pytest.fixture(scope="session")

@@ -151,18 +151,21 @@ def test_an_internal_fault_is_reported_as_a_bug(name, capsys, monkeypatch, tmp_p
 def test_a_bug_inside_a_kernel_run_is_not_disguised_as_kernel_misuse(small_graph, monkeypatch):
     """An exception raised by the simulator while a kernel runs propagates as itself."""
     from kernbench.components.builtin import gemm_array
+    from kernbench.components.builtin.pe_cost_model import PeCostModel
     from kernbench.kernels.gemm import gemm_primitive
     from kernbench.runtime_api import RuntimeContext
     from kernbench.sim_engine import GraphEngine
     from kernbench.triton_emu.kernel_runner import KernelError
 
-    if native.compiled():
-        pytest.skip("a compiled module calls busy_cycles directly: monkeypatching misses it")
-
     def broken(*_args, **_kwargs):
         raise ZeroDivisionError("injected")
 
-    monkeypatch.setattr(gemm_array, "busy_cycles", broken)
+    # the GEMM engine's cost when its module is Python; compiled, it calls busy_cycles
+    # directly, so the fault goes into the dispatch cost PE_CPU asks a Python class for
+    if native.compiled():
+        monkeypatch.setattr(PeCostModel, "dispatch_cycles", broken)
+    else:
+        monkeypatch.setattr(gemm_array, "busy_cycles", broken)
     ctx = RuntimeContext(GraphEngine(small_graph))
     a, b, c = ctx.empty((32, 64)), ctx.empty((64, 32)), ctx.empty((32, 32), "f32")
     with pytest.raises(ZeroDivisionError, match="injected") as info:

@@ -49,6 +49,32 @@ class RoutePlan:
         return len(self.wires)
 
 
+class RouteShape(NamedTuple):
+    """What a route's plan takes from the graph, one lookup per node and edge: the same
+    for every engine on the graph, so built once per graph and shared (the points of a
+    batch, an all-to-all's message sizes); each engine adds its own timelines."""
+
+    edges: tuple[tuple[str, str], ...]  # (src, dst) of each hop
+    overheads: tuple[float, ...]  # per node
+    bws: tuple[float, ...]  # per edge, as wires
+    wires: tuple[float, ...]
+    bottleneck: tuple[float, tuple[str, str] | None]  # (bandwidth, edge); (inf, None) alone
+
+
+def route_shape(graph: TopologyGraph, nodes: tuple[str, ...]) -> RouteShape:
+    """The graph's part of the plan of the route through ``nodes``."""
+    node_of, edge_of = graph.nodes, graph.edge_map
+    edges = [edge_of[hop] for hop in zip(nodes, nodes[1:], strict=False)]
+    bn_edge = min(edges, key=_bandwidth) if edges else None
+    return RouteShape(
+        tuple([(e.src, e.dst) for e in edges]),
+        tuple([node_of[n].overhead_ns for n in nodes]),
+        tuple([e.bw_gbs for e in edges]),
+        tuple([e.wire_ns for e in edges]),
+        (bn_edge.bw_gbs, (bn_edge.src, bn_edge.dst)) if bn_edge else (float("inf"), None),
+    )
+
+
 class IpcqRoute(NamedTuple):
     """A route as the IPCQ virtual channel books it: per hop (overhead, IPCQ timeline,
     bulk timeline, bandwidth, wire)."""
@@ -115,8 +141,11 @@ def _once_per_route(by_id: dict, by_value: dict, nodes: tuple[str, ...],
 class Fabric:
     """Owns every edge's busy timeline and every HBM controller."""
 
-    def __init__(self, graph: TopologyGraph) -> None:
+    def __init__(self, graph: TopologyGraph, shapes: dict | None = None) -> None:
         self.graph = graph
+        # route shapes by node sequence: the graph's part of each plan, shared by the
+        # engines of one graph when the caller hands the same dict to each
+        self._shapes: dict[tuple[str, ...], RouteShape] = {} if shapes is None else shapes
         self._timelines: dict[tuple[str, str], BusyTimeline] = {}
         self._ipcq_timelines: dict[tuple[str, str], BusyTimeline] = {}
         self._plans: dict[tuple[str, ...], RoutePlan] = {}
@@ -146,26 +175,29 @@ class Fabric:
         return _once_per_route(self._by_id, self._plans, nodes, self._build_plan)
 
     def _build_plan(self, nodes: tuple[str, ...]) -> RoutePlan:
-        """(A direct all-to-all builds one per pair of ranks, so this is kept lean.)"""
-        node_of, edge_of, timeline = self.graph.nodes, self.graph.edge_map, self.timeline
-        overheads = tuple([node_of[n].overhead_ns for n in nodes])
-        edges = [edge_of[hop] for hop in zip(nodes, nodes[1:], strict=False)]
-        bws = tuple([e.bw_gbs for e in edges])
-        bn_edge = min(edges, key=_bandwidth) if edges else None
-        timelines = tuple([timeline(e.src, e.dst) for e in edges])
-        wires = tuple([e.wire_ns for e in edges])
+        """The route's shape (built once per graph) with this engine's timelines.
+        (A direct all-to-all builds one per pair of ranks, so this is kept lean.)"""
+        shape = self._shapes.get(nodes)
+        if shape is None:
+            shape = self._shapes[nodes] = route_shape(self.graph, nodes)
+        timelines = self._timelines
+        for key in shape.edges:
+            if key not in timelines:
+                timelines[key] = BusyTimeline()
+        tls = tuple([timelines[key] for key in shape.edges])
+        overheads, bws, wires = shape.overheads, shape.bws, shape.wires
         wire_ns = sum(wires, 0.0)
         return RoutePlan(
             nodes=nodes,
             overheads=overheads,
-            timelines=timelines,
+            timelines=tls,
             bws=bws,
             wires=wires,
             overhead_ns=sum(overheads, 0.0),
             wire_ns=wire_ns,
-            bottleneck_gbs=bn_edge.bw_gbs if bn_edge else float("inf"),
-            bottleneck_edge=(bn_edge.src, bn_edge.dst) if bn_edge else None,
-            steps=tuple(zip((0.0, *overheads[1:-1]), timelines, bws, wires, strict=True)),
+            bottleneck_gbs=shape.bottleneck[0],
+            bottleneck_edge=shape.bottleneck[1],
+            steps=tuple(zip((0.0, *overheads[1:-1]), tls, bws, wires, strict=True)),
             head_ns=wire_ns + sum(overheads[1:], 0.0),
         )
 

@@ -69,6 +69,7 @@ class _GraphState(NamedTuple):
     router: PathRouter
     flows: FlowBuilder
     plans: dict
+    shapes: dict  # route shapes by node sequence (components/fabric.route_shape)
 
 
 _BY_GRAPH: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -79,7 +80,7 @@ def _graph_state(graph: TopologyGraph) -> _GraphState:
     if state is None:
         resolver, router = AddressResolver(graph), PathRouter(graph)
         state = _BY_GRAPH[graph] = _GraphState(
-            resolver, router, FlowBuilder(resolver, router, graph.spec.hbm_slice_bytes), {})
+            resolver, router, FlowBuilder(resolver, router, graph.spec.hbm_slice_bytes), {}, {})
     return state
 
 
@@ -197,7 +198,7 @@ class GraphEngine:
             self.resolver, self.router = shared.resolver, router
             self.flows = FlowBuilder(self.resolver, router, graph.spec.hbm_slice_bytes)
         self.plans = shared.plans  # composite plans by shape (components/builtin/composite_plan)
-        self.fabric = Fabric(graph)
+        self.fabric = Fabric(graph, shared.shapes)
         self.network = self.transport = Transport(self.env, self.fabric, graph.spec.sharing)
         self.op_log = OpLogger(keep_records)
         self.store: MemoryStore | None = MemoryStore() if enable_data else None

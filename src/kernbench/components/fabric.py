@@ -160,7 +160,10 @@ class Fabric:
         }
 
     def timeline(self, src: str, dst: str) -> BusyTimeline:
-        key = (src, dst)
+        return self._timeline_of((src, dst))
+
+    def _timeline_of(self, key: tuple[str, str]) -> BusyTimeline:
+        """The busy timeline of edge ``key`` = (src, dst), made on first use."""
         tl = self._timelines.get(key)
         if tl is None:
             tl = self._timelines[key] = BusyTimeline()
@@ -180,11 +183,8 @@ class Fabric:
         shape = self._shapes.get(nodes)
         if shape is None:
             shape = self._shapes[nodes] = route_shape(self.graph, nodes)
-        timelines = self._timelines
-        for key in shape.edges:
-            if key not in timelines:
-                timelines[key] = BusyTimeline()
-        tls = tuple([timelines[key] for key in shape.edges])
+        timeline_of = self._timeline_of
+        tls = tuple([timeline_of(key) for key in shape.edges])
         overheads, bws, wires = shape.overheads, shape.bws, shape.wires
         wire_ns = sum(wires, 0.0)
         return RoutePlan(

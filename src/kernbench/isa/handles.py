@@ -109,11 +109,14 @@ class TensorHandle:
     ``row_stride`` (elements) describes a 2-D view into a wider row-major
     matrix. ``transposed`` marks a ``tl.trans`` view of stored data.
     ``pending`` is the completion of the op that produces it (lazy loads,
-    composites); consumers wait for it.
+    composites); consumers wait for it. ``scope`` is the ``tl.scratch_scope`` whose
+    scratch it lives in (None outside one): using it once that scope has ended is
+    an error, and the handle, not a table in the kernel's context, carries it, so a
+    long kernel does not keep every handle it ever made alive.
     """
 
     __slots__ = ("id", "addr", "shape", "dtype", "space", "pinned", "row_stride",
-                 "transposed", "pending", "_numel", "_nbytes", "_range")
+                 "transposed", "pending", "scope", "_numel", "_nbytes", "_range")
 
     def __init__(self, id: str, addr: int, shape: tuple[int, ...], dtype: str, space: str,
                  pinned: bool, row_stride: int | None = None, transposed: bool = False,
@@ -127,6 +130,7 @@ class TensorHandle:
         self.row_stride = row_stride
         self.transposed = transposed
         self.pending = pending
+        self.scope: Any = None  # a tl scratch scope (it has ``dead``); None: not scratch
         self._numel = -1
         self._nbytes = -1
         self._range: tuple[str, int, int] | None = None

@@ -49,12 +49,14 @@ class ScratchOverflow(KernelStateError):
 
 
 class _Scope:
-    __slots__ = ("cursor", "dead", "handles")
+    """One ``tl.scratch_scope``: the cursor it rewinds to, and whether it has ended
+    (each handle allocated in it points here, ``TensorHandle.scope``)."""
+
+    __slots__ = ("cursor", "dead")
 
     def __init__(self, cursor: int) -> None:
         self.cursor = cursor
         self.dead = False
-        self.handles: list[TensorHandle] = []
 
 
 class TLContext(CompositeMixin, MathMixin, ViewsMixin, QueuesMixin):
@@ -78,7 +80,6 @@ class TLContext(CompositeMixin, MathMixin, ViewsMixin, QueuesMixin):
         self._cursor = 0
         self.peak_scratch = 0
         self._scopes: list[_Scope] = []
-        self._scope_of: dict[str, _Scope] = {}
         self._counter = 0
         self.cost_model = cost_model or PeCostModel()
         self.tile_shape = tile_shape
@@ -111,8 +112,7 @@ class TLContext(CompositeMixin, MathMixin, ViewsMixin, QueuesMixin):
         self.peak_scratch = max(self.peak_scratch, self._cursor)
         h = TensorHandle(self._new_id(), self._scratch_base + offset, shape, dtype, "tcm", True)
         if self._scopes:
-            self._scopes[-1].handles.append(h)
-            self._scope_of[h.id] = self._scopes[-1]
+            h.scope = self._scopes[-1]
         return h
 
     def _emit(self, cmd: PeCommand) -> Completion | None:
@@ -125,7 +125,7 @@ class TLContext(CompositeMixin, MathMixin, ViewsMixin, QueuesMixin):
         for h in handles:
             if not isinstance(h, TensorHandle):
                 raise KernelTypeError(f"expected a tensor handle, got {type(h).__name__}")
-            scope = self._scope_of.get(h.id)
+            scope = h.scope
             if scope is not None and scope.dead:
                 raise KernelMisuse(f"{h} is used after the tl.scratch_scope that allocated it ended")
 

@@ -55,9 +55,7 @@ class ViewsMixin:
 
     def _view_of(self, base: TensorHandle, view: TensorHandle) -> TensorHandle:
         """A view dies with the scratch scope of the tensor it views."""
-        scope = self._scope_of.get(base.id)
-        if scope is not None:
-            self._scope_of[view.id] = scope
+        view.scope = base.scope
         return view
 
     # -- broadcast ---------------------------------------------------------------

@@ -19,6 +19,7 @@ from kernbench.policy.address import (
     UnitType,
     VirtualAllocator,
 )
+from kernbench.policy.address.mmu import RegionBatch
 from kernbench.units import KiB, MiB
 
 PROPS = settings(max_examples=200, deadline=None, database=None,
@@ -179,9 +180,11 @@ ops = st.lists(
 
 
 @PROPS
-@given(st.integers(0, 512), st.integers(1, 4096), ops)
-def test_free_list_matches_reference_model(base, cap, operations):
-    fl = FreeList(cap, base=base, what="test region")
+@given(st.integers(0, 512), st.integers(1, 4096), ops, st.sampled_from([1, 16, 100, 1 << 16]))
+def test_free_list_matches_reference_model(base, cap, operations, index_from):
+    """``index_from``: small values send most requests through the index of large
+    blocks, which must give the first fit the full walk gives."""
+    fl = FreeList(cap, base=base, what="test region", index_from=index_from)
     model = Model(base, cap)
     for op, nbytes, align, pick in operations:
         if op == "alloc":
@@ -472,19 +475,23 @@ def _fault(fn) -> MmuFault:
 @given(st.lists(st.tuples(st.integers(0, 64), st.integers(0, 2**20), st.integers(-1, 3 * PAGE)),
                 min_size=1, max_size=8), st.booleans())
 def test_map_many_is_map_of_each(regions, premapped):
-    """map_many appends in-order regions at once; whatever it is given, the table and the
-    errors are those of mapping the regions one by one."""
+    """map_many appends in-order regions at once, and map_batch a batch checked once
+    into each MMU; whatever they are given, the table and the errors are those of
+    mapping the regions one by one."""
     regions = [(va * PAGE, pa * PAGE, n) for va, pa, n in regions]
-    one, many = PageTableMmu(PAGE), PageTableMmu(PAGE)
+    one, many, batched, again = (PageTableMmu(PAGE) for _ in range(4))
     if premapped:
-        for mmu in (one, many):
+        for mmu in (one, many, batched, again):
             mmu.map(8 * PAGE, 0, PAGE)
+    batch = RegionBatch(regions, PAGE)
     errors = []
-    for fill in (lambda: [one.map(*r) for r in regions], lambda: many.map_many(regions)):
+    for fill in (lambda: [one.map(*r) for r in regions], lambda: many.map_many(regions),
+                 lambda: batched.map_batch(batch), lambda: again.map_batch(batch)):
         try:
             fill()
             errors.append(None)
         except MmuFault as exc:
             errors.append(str(exc))
-    assert errors[0] == errors[1]
-    assert (one._starts, one._ends, one._pas) == (many._starts, many._ends, many._pas)
+    assert errors[0] == errors[1] == errors[2] == errors[3]
+    for mmu in (many, batched, again):
+        assert (one._starts, one._ends, one._pas) == (mmu._starts, mmu._ends, mmu._pas)

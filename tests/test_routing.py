@@ -81,6 +81,35 @@ def reference_distance(graph, src: str, dst: str, excluded: frozenset[str]) -> f
     return float("inf")
 
 
+def reference_route(graph, src: str, dst: str, excluded: frozenset[str]) -> list[str]:
+    """Dijkstra with the router's tie rule written out: of equally short routes, the
+    one whose nodes were reached first (a node keeps the first predecessor that
+    reached it at its final distance; the frontier pops equal distances in the order
+    pushed; a node's edges are tried in the order of ``graph.edges``)."""
+    out: dict[str, list] = {}
+    for e in graph.edges:
+        out.setdefault(e.src, []).append(e)
+    dist, prev, done = {src: 0.0}, {}, set()
+    heap, pushed = [(0.0, 0, src)], 1
+    while heap:
+        d, _, node = heapq.heappop(heap)
+        if node in done:
+            continue
+        done.add(node)
+        if node == dst:
+            break
+        for e in out.get(node, []):
+            nd = d + (e.wire_ns + graph.nodes[e.dst].overhead_ns)  # an edge's weight, summed first
+            if e.kind not in excluded and nd < dist.get(e.dst, float("inf")):
+                dist[e.dst], prev[e.dst] = nd, node
+                heapq.heappush(heap, (nd, pushed, e.dst))
+                pushed += 1
+    path = [dst]
+    while path[-1] != src:
+        path.append(prev[path[-1]])
+    return path[::-1]
+
+
 def path_cost(graph, path: list[str]) -> float:
     total = 0.0
     for a, b in zip(path, path[1:], strict=False):
@@ -214,11 +243,33 @@ def test_pe_to_hbm_path_properties(graph, router, fresh_router, src, dst):
     ref = reference_distance(graph, path[0], goal, R.POLICIES[policy])
     assert dist == pytest.approx(ref, rel=1e-9)
     assert router.route(policy, path[0], goal) == (tuple(path), dist)
+    # and the very route the tie rule picks among equally short ones
+    assert path == reference_route(graph, path[0], goal, R.POLICIES[policy])
 
     # deterministic: repeated calls and an independently built router agree exactly
     assert router.find_path(src_pe, goal) == path
     again, again_dist = fresh_router.find_path_with_distance(src_pe, goal)
     assert again == path and again_dist == dist
+
+
+@SETTINGS
+@given(src=pe_coords, dst=pe_coords, policy=st.sampled_from(["all", "sip_all", "data"]))
+@example(src=(0, 0, 0), dst=(1, 15, 7), policy="all")
+def test_route_to_is_a_shortest_route(graph, router, src, dst, policy):
+    """The backward search (reversed edges, grown from the goal) returns a real route
+    of the graph, as short as an independent Dijkstra finds and as ``route``."""
+    a = nm.m_cpu(src[0], src[1])
+    b = nm.pe_unit(dst[0], dst[1], dst[2], "pe_dma")
+    if policy == "sip_all" and src[0] != dst[0]:
+        with pytest.raises(RoutingError, match="no path"):
+            router.route_to(policy, a, b)
+        return
+    path, dist = router.route_to(policy, a, b)
+    assert path[0] == a and path[-1] == b and len(path) == len(set(path))
+    assert all((x, y) in graph.edge_map for x, y in zip(path, path[1:], strict=False))
+    assert dist == pytest.approx(path_cost(graph, list(path)), rel=1e-12, abs=1e-9)
+    assert dist == pytest.approx(reference_distance(graph, a, b, R.POLICIES[policy]), rel=1e-9)
+    assert dist == pytest.approx(router.route(policy, a, b)[1], rel=1e-12)
 
 
 def test_route_result_is_not_shared_mutable_state(router):

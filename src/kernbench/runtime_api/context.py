@@ -19,6 +19,7 @@ import numpy as np
 from kernbench.errors import KernelStateError, UsageError
 from kernbench.isa.dtypes import dtype_bytes, dtype_name, np_dtype
 from kernbench.isa.handles import numel
+from kernbench.policy.address.mmu import RegionBatch
 from kernbench.policy.placement import DPPolicy, resolve_dp_policy
 from kernbench.runtime_api.per_sip import PerSip
 from kernbench.runtime_api.system import SystemRuntime
@@ -158,21 +159,33 @@ class RuntimeContext:
         t.mapped_by = self._mappers(shards, shared)
         regions = [(va + off, sizes[key], *self._replicas(copies[key]))
                    for key, off in offsets.items()]
+        self._map(sip, t.mapped_by, regions, page, all(len(c) == 1 for c in copies.values()))
+        self._tensors.append(t)
+        if data is not None:
+            self._write(t, data)
+        self._handles.append(t)
+        return t
+
+    def _map(self, sip: int, mappers, regions: list, page: int, single: bool) -> None:
+        """Each mapper PE maps every shard of a new tensor: its own replica, else the
+        first in its CUBE, else the first of all (``regions`` from :meth:`_replicas`).
+        With one copy of each shard every PE maps the same table, checked once."""
+        pes = self.engine.pe
+        if single:
+            batch = RegionBatch([(v, first, n) for v, n, _, _, first in regions], page)
+            for cube, pe in mappers:
+                pes(sip, cube, pe).mmu.map_batch(batch)
+            return
         owners = {k for _, _, own, _, _ in regions for k in own}
         per_cube: dict[int, list] = {}  # what a PE holding no replica maps, per CUBE
-        for cube, pe in t.mapped_by:
+        for cube, pe in mappers:
             if (cube, pe) in owners:
                 table = [(v, own.get((cube, pe), by_cube.get(cube, first)), n)
                          for v, n, own, by_cube, first in regions]
             elif (table := per_cube.get(cube)) is None:
                 table = per_cube[cube] = [(v, by_cube.get(cube, first), n)
                                           for v, n, _, by_cube, first in regions]
-            self.engine.pe(sip, cube, pe).mmu.map_many(table)
-        self._tensors.append(t)
-        if data is not None:
-            self._write(t, data)
-        self._handles.append(t)
-        return t
+            pes(sip, cube, pe).mmu.map_many(table)
 
     def _mappers(self, shards, shared: bool) -> list[tuple[int, int]]:
         """The PEs that map a new tensor: its shards' PEs, or every PE of its SIP."""

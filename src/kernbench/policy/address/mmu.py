@@ -47,21 +47,18 @@ class PageTableMmu:
     def map_many(self, regions: list[tuple[int, int, int]]) -> None:
         """:meth:`map` of each (va, pa, nbytes); regions given in increasing va order
         beyond everything mapped (a new tensor's shards) are appended at once."""
-        page = self.page_size
-        last = self._ends[-1] if self._ends else 0
-        starts, ends, pas = [], [], []
-        for va, pa, nbytes in regions:
-            if va % page or pa % page or nbytes <= 0 or va < last:
-                for region in regions:  # the general path, with its errors
-                    self.map(*region)
-                return
-            starts.append(va)
-            pas.append(pa)
-            last = va + -(-nbytes // page) * page
-            ends.append(last)
-        self._starts += starts
-        self._ends += ends
-        self._pas += pas
+        self.map_batch(RegionBatch(regions, self.page_size))
+
+    def map_batch(self, batch: RegionBatch) -> None:
+        """:meth:`map_many` of regions checked once for every MMU that maps them."""
+        if batch.page_size != self.page_size or batch.starts is None or (
+                batch.starts and self._ends and batch.starts[0] < self._ends[-1]):
+            for region in batch.regions:  # the general path, with its errors
+                self.map(*region)
+            return
+        self._starts += batch.starts
+        self._ends += batch.ends
+        self._pas += batch.pas
         self._last = (0, 0, 0)
 
     def unmap(self, va: int, nbytes: int) -> None:
@@ -124,3 +121,29 @@ class PageTableMmu:
     @property
     def regions(self) -> int:
         return len(self._starts)
+
+
+class RegionBatch:
+    """(va, pa, nbytes) regions for :meth:`PageTableMmu.map_batch`, with their page
+    bounds worked out once: every PE holding a shard of a tensor maps all of it.
+    ``starts`` is None unless the regions are page-aligned and in increasing va order
+    (then each MMU maps them one by one, with the errors of :meth:`~PageTableMmu.map`)."""
+
+    __slots__ = ("regions", "page_size", "starts", "ends", "pas")
+
+    def __init__(self, regions: list[tuple[int, int, int]], page_size: int) -> None:
+        self.regions, self.page_size = regions, page_size
+        starts: list[int] = []
+        ends: list[int] = []
+        pas: list[int] = []
+        last, ordered = 0, True
+        for va, pa, nbytes in regions:
+            if va % page_size or pa % page_size or nbytes <= 0 or va < last:
+                ordered = False
+                break
+            starts.append(va)
+            pas.append(pa)
+            last = va + -(-nbytes // page_size) * page_size
+            ends.append(last)
+        self.starts: list[int] | None = starts if ordered else None
+        self.ends, self.pas = ends, pas

@@ -119,106 +119,82 @@ class AddressResolver:
         return sorted(n for n in self._node_ids if n.endswith(".pcie_ep"))
 
 
-_UNREACHED = float("inf")
-
-
 class _Search:
-    """A Dijkstra search from node ``origin`` (an index), grown on demand: the
-    distances found (infinite until reached), each node's predecessor (-1 for none),
-    the frontier heap, which nodes are settled and the push counter."""
+    """A Dijkstra search from ``origin``, grown on demand: the distances found, each
+    node's predecessor, the frontier heap, the settled nodes and the push counter."""
 
     __slots__ = ("best", "prev", "heap", "done", "pushed")
 
-    def __init__(self, origin: int, n: int) -> None:
-        self.best: list[float] = [_UNREACHED] * n
-        self.best[origin] = 0.0
-        self.prev: list[int] = [-1] * n
-        self.heap: list[tuple[float, int, int]] = [(0.0, 0, origin)]
-        self.done: list[bool] = [False] * n
+    def __init__(self, origin: str) -> None:
+        self.best: dict[str, float] = {origin: 0.0}
+        self.prev: dict[str, str] = {}
+        self.heap: list[tuple[float, int, str]] = [(0.0, 0, origin)]
+        self.done: set[str] = set()
         self.pushed = 1
 
 
-def _grow(state: _Search, adj: list[list[tuple[int, float]]], target: int) -> None:
-    """Grow a search until node ``target`` is settled (or everything is; -1: grow it all).
+def _grow(state: _Search, adj: dict[str, list[tuple[str, float]]],
+          target: str | None) -> tuple[dict[str, float], dict[str, str]]:
+    """Grow a search until ``target`` is settled (or everything is); return (best, prev).
 
-    Settled nodes are final and ties break by insertion order (the push counter
-    decides before the node index is ever compared), so a search grown in steps gives
-    the routes one full run gives. ``prev`` points toward the origin (a backward
-    search over reversed edges points toward its goal). Nodes are list indices, not
-    names: on a 12 k-node system the searches were a twentieth of a decode step.
+    Settled nodes are final and ties break by insertion order, so a search grown in
+    steps gives the routes one full run gives. ``prev`` points toward the origin (a
+    backward search over reversed edges points toward its goal).
     """
     best, prev, heap, done = state.best, state.prev, state.heap, state.done
-    if target >= 0 and done[target]:
-        return
+    if target is not None and target in done:
+        return best, prev
     pushed = state.pushed
+    no_edges: list[tuple[str, float]] = []
     while heap:
         dist, _, node = heapq.heappop(heap)
-        if done[node]:
+        if node in done:
             continue
-        done[node] = True
-        for nxt, weight in adj[node]:
+        done.add(node)
+        for nxt, weight in adj.get(node, no_edges):
             cand = dist + weight
-            if cand < best[nxt]:
+            if nxt not in best or cand < best[nxt]:
                 best[nxt] = cand
                 prev[nxt] = node
                 heapq.heappush(heap, (cand, pushed, nxt))
                 pushed += 1
         if node == target:
             break
-    state.pushed = pushed  # target's distance is final once settled (or the heap ran dry)
+    state.pushed = pushed
+    return best, prev  # target is in best only once settled (or the heap ran dry)
 
 
 class _Adjacency:
-    """policy -> [[(next node, weight)] per node], by node index, each built the first
-    time it is used; ``reversed(policy)`` turns the edges around (searches toward a
-    goal), listing a node's incoming edges by source in order of each source's first
-    edge, then by edge order."""
+    """policy -> {node: [(next node, weight)]}, each built the first time it is used."""
 
-    def __init__(self, edges: list[tuple[int, int, str, float]], n: int) -> None:
-        self._edges, self._n = edges, n
-        self._built: dict[str, list[list[tuple[int, float]]]] = {}
-        self._sources: dict[str, list[int]] = {}  # policy -> sources by first edge
-        self._reversed: dict[str, list[list[tuple[int, float]]]] = {}
+    def __init__(self, edges: list[tuple[str, str, str, float]]) -> None:
+        self._edges = edges
+        self._built: dict[str, dict[str, list[tuple[str, float]]]] = {}
 
-    def __getitem__(self, policy: str) -> list[list[tuple[int, float]]]:
+    def __getitem__(self, policy: str) -> dict[str, list[tuple[str, float]]]:
         adj = self._built.get(policy)
         if adj is None:
             excluded = POLICIES[policy]
-            adj = [[] for _ in range(self._n)]
-            sources: list[int] = []
+            adj = {}
             for src, dst, kind, weight in self._edges:
                 if kind not in excluded:
-                    if not adj[src]:
-                        sources.append(src)
-                    adj[src].append((dst, weight))
-            self._built[policy], self._sources[policy] = adj, sources
+                    adj.setdefault(src, []).append((dst, weight))
+            self._built[policy] = adj
         return adj
-
-    def reversed(self, policy: str) -> list[list[tuple[int, float]]]:
-        radj = self._reversed.get(policy)
-        if radj is None:
-            adj = self[policy]
-            radj = [[] for _ in range(self._n)]
-            for a in self._sources[policy]:
-                for b, weight in adj[a]:
-                    radj[b].append((a, weight))
-            self._reversed[policy] = radj
-        return radj
 
 
 class PathRouter:
     """Shortest head-latency paths under one of the edge-kind policies."""
 
     def __init__(self, graph: TopologyGraph) -> None:
-        self._names: list[str] = list(graph.nodes)
-        self._index: dict[str, int] = {name: i for i, name in enumerate(self._names)}
-        index = self._index
-        edges = [(index[e.src], index[e.dst], e.kind, e.wire_ns + graph.nodes[e.dst].overhead_ns)
-                 for e in graph.edges]
-        self._adj = _Adjacency(edges, len(self._names))  # per policy, built on first use
+        self._nodes = graph.nodes
+        self._edges = [(e.src, e.dst, e.kind, e.wire_ns + graph.nodes[e.dst].overhead_ns)
+                       for e in graph.edges]
+        self._adj = _Adjacency(self._edges)  # per policy, built on first use
         self._cache: dict[tuple[str, ...], tuple[tuple[str, ...], float]] = {}
-        self._trees: dict[tuple[str, int], _Search] = {}  # (policy, source) -> search state
-        self._rtrees: dict[tuple[str, int], _Search] = {}  # (policy, goal) -> reverse search
+        self._trees: dict[tuple[str, str], _Search] = {}  # (policy, source) -> search state
+        self._rtrees: dict[tuple[str, str], _Search] = {}  # (policy, goal) -> reverse search
+        self._radj: dict[str, dict[str, list[tuple[str, float]]]] = {}
 
     # -- public API ------------------------------------------------------------
     def find_path(self, src_pe: str, dst_node: str) -> list[str]:
@@ -263,55 +239,63 @@ class PathRouter:
         key = ("to", policy, src, dst)
         hit = self._cache.get(key)
         if hit is None:
-            s, g = self._known(src), self._known(dst)
+            for node in (src, dst):
+                if node not in self._nodes:
+                    raise RoutingError(f"node {node} not found in topology")
             if src == dst:
                 hit = ((src,), 0.0)
             else:
-                state = self._search(self._rtrees, self._adj.reversed(policy), g, s, policy)
-                if state.best[s] == _UNREACHED:
+                best, nxt = self._reverse_tree(policy, dst, src)
+                if src not in best:
                     raise RoutingError(f"no path from {src} to {dst} (policy {policy!r})")
-                names, nxt, path = self._names, state.prev, [s]
-                while path[-1] != g:
+                path = [src]
+                while path[-1] != dst:
                     path.append(nxt[path[-1]])
-                hit = (tuple(names[i] for i in path), state.best[s])
+                hit = (tuple(path), best[src])
             self._cache[key] = hit
         return hit
 
-    # -- internals -------------------------------------------------------------
-    def _known(self, node: str) -> int:
-        i = self._index.get(node)
-        if i is None:
-            raise RoutingError(f"node {node} not found in topology")
-        return i
+    def _reverse_tree(self, policy: str, goal: str, start: str):
+        radj = self._radj.get(policy)
+        if radj is None:
+            radj = self._radj[policy] = {}
+            for a, outs in self._adj[policy].items():
+                for b, weight in outs:
+                    radj.setdefault(b, []).append((a, weight))
+        key = (policy, goal)
+        state = self._rtrees.get(key)
+        if state is None:
+            state = self._rtrees[key] = _Search(goal)
+        return _grow(state, radj, start)
 
+    # -- internals -------------------------------------------------------------
     def _path(self, policy: str, start: str, goal: str) -> tuple[tuple[str, ...], float]:
         if policy not in POLICIES:
             raise RoutingError(f"unknown routing policy {policy!r} (allowed: {', '.join(POLICIES)})")
-        s, g = self._known(start), self._known(goal)
+        for node in (start, goal):
+            if node not in self._nodes:
+                raise RoutingError(f"node {node} not found in topology")
         if start == goal:
             return (start,), 0.0
-        state = self._search(self._trees, self._adj[policy], s, g, policy)
-        if state.best[g] == _UNREACHED:
+        best, prev = self._tree(policy, start, goal)
+        if goal not in best:
             raise RoutingError(f"no path from {start} to {goal} (policy {policy!r})")
-        prev, path = state.prev, [g]
-        while path[-1] != s:
+        path = [goal]
+        while path[-1] != start:
             path.append(prev[path[-1]])
-        names = self._names
-        return tuple(names[i] for i in reversed(path)), state.best[g]
+        return tuple(reversed(path)), best[goal]
 
-    def _search(self, trees: dict[tuple[str, int], _Search],
-                adj: list[list[tuple[int, float]]], origin: int, target: int,
-                policy: str) -> _Search:
-        """The search from ``origin`` under ``policy``, grown until ``target`` is settled.
+    def _tree(self, policy: str, start: str, goal: str | None = None
+              ) -> tuple[dict[str, float], dict[str, str]]:
+        """Shortest-path tree from ``start``, grown only until ``goal`` is settled.
 
-        The search state is kept per origin and resumed for the next target, so a
-        route costs what reaching its target costs (neighbours are found at once on
+        The search state is kept per source and resumed for the next goal, so a
+        route costs what reaching its goal costs (neighbours are found at once on
         a 12 k-node system), and every route is the one a full Dijkstra gives:
         settled nodes are final, and ties break by insertion order either way.
         """
-        key = (policy, origin)
-        state = trees.get(key)
+        key = (policy, start)
+        state = self._trees.get(key)
         if state is None:
-            state = trees[key] = _Search(origin, len(self._names))
-        _grow(state, adj, target)
-        return state
+            state = self._trees[key] = _Search(start)
+        return _grow(state, self._adj[policy], goal)

@@ -1,6 +1,6 @@
-"""The command line the workload benchmarks share (pe_speed, llm_speed, alltoall_speed):
-pick workloads, measure each, report them next to the bare SimPy loop of the same run,
-write JSON.
+"""The command line the workload benchmarks share (pe_speed, llm_speed, alltoall_speed,
+placement_speed): pick workloads, measure each, report them next to the bare SimPy loop
+of the same run, write JSON.
 
 Each workload runs in a fresh interpreter by default, as a pipeline job does: measured
 one after another in one process, a Mixtral step took 72 s as the second workload and

@@ -19,6 +19,7 @@ from kernbench.policy.address import (
     UnitType,
     VirtualAllocator,
 )
+from kernbench.policy.address.free_list import INDEX_FROM
 from kernbench.policy.address.mmu import RegionBatch
 from kernbench.units import KiB, MiB
 
@@ -180,7 +181,7 @@ ops = st.lists(
 
 
 @PROPS
-@given(st.integers(0, 512), st.integers(1, 4096), ops, st.sampled_from([1, 16, 100, 1 << 16]))
+@given(st.integers(0, 512), st.integers(1, 4096), ops, st.sampled_from([1, 16, 100, INDEX_FROM]))
 def test_free_list_matches_reference_model(base, cap, operations, index_from):
     """``index_from``: small values send most requests through the index of large
     blocks, which must give the first fit the full walk gives."""

@@ -17,7 +17,10 @@ from bisect import bisect_left, bisect_right, insort
 
 from kernbench.errors import AllocationError
 
-INDEX_FROM = 1 << 16  # bytes: the default size from which blocks are indexed
+# bytes: the default size from which blocks are indexed. A page: the gaps that aligned
+# allocations leave are smaller than their alignment, so page-aligned memory (HBM, VA)
+# keeps every gap out of the index, and any request of a page or more skips them all.
+INDEX_FROM = 4096
 
 
 class FreeList:

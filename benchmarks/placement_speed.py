@@ -51,7 +51,7 @@ def _place_layers(w: dict) -> list[float]:
     users, context = w["batch"], w["context"]
     st = _Step(graph, dims, users, np.full(users, context), None, False, 0,
                "lrab_hierarchical")
-    layer = DecodeLayer(st.ctx, st._all_reduce, st.place, dims, users, context)
+    layer = DecodeLayer(st.ctx, None, st.place, dims, users, context)  # places, never reduces
     times = []
     for l in range(w["layers"]):
         t0 = time.perf_counter()

@@ -58,7 +58,7 @@ class FreeList:
                 f"{self._what} overflow: required {nbytes} bytes, largest free block "
                 f"{self.largest_free} bytes ({self.capacity - self.used} bytes free in total)")
         start, size = self._starts[i], self._sizes[i]
-        aligned = -(-start // align) * align
+        aligned = _aligned(start, align)
         pad = aligned - start
         tail = size - pad - nbytes
         repl_starts, repl_sizes = [], []
@@ -87,7 +87,7 @@ class FreeList:
             candidates = range(len(starts))
         for i in candidates:
             start = starts[i]
-            if sizes[i] - (-(-start // align) * align - start) >= nbytes:
+            if start + sizes[i] - _aligned(start, align) >= nbytes:
                 return i
         return -1
 
@@ -132,3 +132,8 @@ class FreeList:
         j = bisect_left(large, start)
         if j < len(large) and large[j] == start:
             del large[j]
+
+
+def _aligned(start: int, align: int) -> int:
+    """The first ``align``-aligned offset at or after ``start``."""
+    return -(-start // align) * align

@@ -146,4 +146,4 @@ class RegionBatch:
             last = va + -(-nbytes // page_size) * page_size
             ends.append(last)
         self.starts: list[int] | None = starts if ordered else None
-        self.ends, self.pas = ends, pas
+        self.ends, self.pas = (ends, pas) if ordered else ([], [])

@@ -47,14 +47,13 @@ _ARRIVE, _STEP = 0, 1
 class Resource:
     """A shared server: one direction of a link, or an HBM slice."""
 
-    __slots__ = ("name", "capacity", "inputs", "classes")
+    __slots__ = ("name", "capacity", "inputs")
 
     def __init__(self, name, capacity: float) -> None:
         self.name = name
         self.capacity = capacity  # bytes/ns
-        self.inputs: dict[int, tuple[Stream, int]] = {}  # stream id -> (it, hop here)
-        # the same inputs by service class, in the order served (IPCQ first)
-        self.classes: tuple[dict, dict] = ({}, {})
+        # stream id -> (it, hop here), in the order they came: a class is served in it
+        self.inputs: dict[int, tuple[Stream, int]] = {}
 
 
 class _Entry:
@@ -197,12 +196,12 @@ class FairShare:
     def _register(self, s: Stream) -> None:
         s.registered = True
         for k, r in enumerate(s.resources):
-            r.inputs[s.id] = r.classes[s.cls][s.id] = (s, k)
+            r.inputs[s.id] = (s, k)
 
     def _unregister(self, s: Stream) -> None:
         s.registered = False
         for r in s.resources:
-            del r.inputs[s.id], r.classes[s.cls][s.id]
+            del r.inputs[s.id]
 
     # -- propagating a change -------------------------------------------------------------
     def _changed(self, now: float, dirty, touched: dict[int, Stream]) -> None:
@@ -255,16 +254,21 @@ class FairShare:
                 return []
             f.out[k] = rate
             return [(f, k)]
-        for f, _ in inputs.values():
+        ipcq: list = []
+        bulk: list = []
+        for item in inputs.values():
+            f = item[0]
             if f.t_last != now:
                 f.settle(now)
             if f.pending:
                 touched[f.id] = f
+            (ipcq if f.cls == IPCQ else bulk).append(item)
         changed: list = []
         left = r.capacity
-        for group in r.classes:  # IPCQ, then bulk in what it leaves
-            if group:
-                left = _serve_class(list(group.values()), left, changed)
+        if ipcq:  # IPCQ first, then bulk in what it leaves
+            left = _serve_class(ipcq, left, changed)
+        if bulk:
+            _serve_class(bulk, left, changed)
         return changed
 
     def _reschedule(self, now: float, touched: dict[int, Stream]) -> None:

@@ -39,17 +39,23 @@ class Plan:
     first_gemm: float
     commits: tuple  # (done, m0, n0, m, n) per output tile (data mode writes)
     tk: int  # the supertile's k depth (k-tile epilogues in data mode)
+    # what apply books, engine by engine in STAGES order (engines with ops only):
+    # (engine, ops, run starts, run ends, busy ns, (op name, count) pairs)
+    bookings: tuple = ()
 
 
 def chain_bytes(op: OpSpec, head_out=None) -> tuple[int, int, int]:
     """(bytes fetched, bytes stored, elements) of a KERNEL-scope op run once: a recipe
     op (its own output, if any), or, given the head's output, an op after the head
     without one (an epilogue over the whole output)."""
-    if op.out is not None or head_out is None:
-        inputs = [op.operands[k] for k in sorted(op.operands)]
-        out = op.out
-        elements = max([out.numel if out is not None else 0] + [h.numel for h in inputs])
-        return sum(h.nbytes for h in inputs), out.nbytes if out is not None else 0, elements
+    out = op.out
+    if out is not None or head_out is None:  # (integer sums and maxima: any order will do)
+        fetched, elements = 0, out.numel if out is not None else 0
+        for h in op.operands.values():
+            fetched += h.nbytes
+            if h.numel > elements:
+                elements = h.numel
+        return fetched, out.nbytes if out is not None else 0, elements
     return (head_out.nbytes + sum(h.nbytes for h in op.operands.values()), head_out.nbytes,
             head_out.numel)
 
@@ -83,6 +89,7 @@ class Planner:
     def __init__(self, pe) -> None:
         self.pe = pe
         self._cache: dict[tuple, Any] = pe.services.plans  # plans, and GEMM walks by shape
+        self._targets: dict | None = None  # apply's engines, resolved at its first call
 
     def mapping(self, head: OpSpec, tile_shape) -> tuple[str, tuple | None]:
         """(operand the array holds, supertile) of the head GEMM (``gemm_array.mapping``;
@@ -173,28 +180,32 @@ class Planner:
         busy = {e: x.busy_ns for e, x in engines.items()}
         counts = {e: x.ops for e, x in engines.items()}
         assert first_gemm is not None  # a GEMM has at least one supertile
+        bookings = tuple((e, counts[e], *runs[e], busy[e], tuple(names[e].items()))
+                         for e, _, _, _ in STAGES if counts[e])
         return Plan(end, gemm_at, runs, busy, counts, names, tuple(steps), first_gemm,
-                    tuple(commits), tk)
+                    tuple(commits), tk, bookings)
 
     def apply(self, plan: Plan, t0: float) -> None:
         """Book ``plan`` started at ``t0`` on the real engines and the op log."""
+        targets = self._targets
+        if targets is None:
+            targets = self._targets = self._resolve_targets()
+        log = self.pe.op_log
+        for engine, n, rel_s, rel_e, busy, names in plan.bookings:
+            eng, component, kind, stage = targets[engine]
+            starts = [t0 + s for s in rel_s]
+            ends = [t0 + e for e in rel_e]
+            eng.timeline.extend(starts, ends, busy)
+            eng.ops += n
+            first = True
+            for name, count in names:
+                log.record_runs(component, kind, name, stage, count,
+                                starts if first else (), ends if first else ())
+                first = False
+
+    def _resolve_targets(self) -> dict:
+        """engine -> (its engine object, the unit it reports as, op kind, stage)."""
         pe = self.pe
         fs = pe.fetch_store
         engines = {FETCH: fs.fetch, GEMM: pe.gemm, MATH: pe.math, STORE: fs.store}
-        log = pe.op_log
-        for engine, unit, kind, stage in STAGES:
-            n = plan.ops[engine]
-            if not n:
-                continue
-            eng = engines[engine]
-            timeline = eng.timeline
-            rel_s, rel_e = plan.runs[engine]
-            starts = [t0 + s for s in rel_s]
-            ends = [t0 + e for e in rel_e]
-            timeline.extend(starts, ends, plan.busy[engine])
-            eng.ops += n
-            first = True
-            for name, count in plan.names[engine].items():
-                log.record_runs(pe.ids[unit], kind, name, stage, count,
-                                starts if first else (), ends if first else ())
-                first = False
+        return {e: (engines[e], pe.ids[unit], kind, stage) for e, unit, kind, stage in STAGES}

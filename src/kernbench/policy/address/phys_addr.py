@@ -51,6 +51,10 @@ class _Fields(NamedTuple):
     sub_offset: int = 0
 
 
+_PE = UnitType.PE  # (a module constant: an enum member looked up per decode costs)
+_HBM_OFFSET_MASK = (1 << HBM_OFFSET_BITS) - 1
+
+
 class PhysAddr(_Fields):
     """A decoded physical address. ``kind`` is 'hbm' or 'pe_resource'.
 
@@ -122,12 +126,12 @@ class PhysAddr(_Fields):
 
     @classmethod
     def decode(cls, value: int) -> PhysAddr:
-        _check("physical address", value, PA_BITS)
+        if type(value) is not int or value < 0 or value >> PA_BITS:
+            _check("physical address", value, PA_BITS)  # (raises unless an int subclass)
         sip = value >> _SIP_SHIFT
         cube = (value >> _CUBE_SHIFT) & ((1 << CUBE_BITS) - 1)
         if not (value >> _REGION_SHIFT) & 1:  # (in range by the check above: no re-check)
-            return tuple.__new__(cls, ("hbm", sip, cube, value & ((1 << HBM_OFFSET_BITS) - 1),
-                                       UnitType.PE, 0, 0))
+            return tuple.__new__(cls, ("hbm", sip, cube, value & _HBM_OFFSET_MASK, _PE, 0, 0))
         unit = (value >> _UNIT_SHIFT) & ((1 << UNIT_BITS) - 1)
         if unit > max(UnitType):
             raise ValueError(f"physical address {value:#x} has reserved unit type {unit}")

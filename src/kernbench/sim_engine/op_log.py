@@ -152,6 +152,21 @@ class StageSink:
         if log.keep_records:
             log._keep(t_start, t_end, self.component_id, self.op_kind, op_name, params)
 
+    def add_runs(self, op_name: str, n: int, starts: Sequence[float],
+                 ends: Sequence[float]) -> None:
+        """Report ``n`` ops whose busy time is the union of the runs [starts, ends): the
+        counts and stage statistics of ``n`` :meth:`add` calls without a record per op
+        (for planned composites, which run only when records are off)."""
+        log = self.log
+        if log.keep_records:
+            raise RuntimeError("add_runs would lose per-op records; add each op instead")
+        counts = log._counts
+        counts[op_name] = counts.get(op_name, 0) + n
+        intervals = self._intervals
+        if intervals is None:
+            intervals = self._intervals = log._stage_log(self.component_id, self.stage)
+        intervals.extend(starts, ends)
+
 
 class OpLogger:
     """The op log of one engine. Records are kept as tuples and become
@@ -196,18 +211,6 @@ class OpLogger:
         if op_kind not in _KINDS:
             raise ValueError(f"op_kind must be one of {OP_KINDS}, got {op_kind!r}")
         return StageSink(self, component_id, op_kind, stage)
-
-    def record_runs(self, component_id: str, op_kind: str, op_name: str, stage: str, n: int,
-                    starts: Sequence[float], ends: Sequence[float]) -> None:
-        """Report ``n`` ops whose busy time is the union of the runs [starts, ends): the
-        counts and stage statistics of :meth:`record` without one record per op (for
-        planned composites, which run only when records are off)."""
-        if op_kind not in _KINDS:
-            raise ValueError(f"op_kind must be one of {OP_KINDS}, got {op_kind!r}")
-        if self.keep_records:
-            raise RuntimeError("record_runs would lose per-op records; record each op instead")
-        self._counts[op_name] = self._counts.get(op_name, 0) + n
-        self._stage_log(component_id, stage).extend(starts, ends)
 
     def _stage_log(self, component_id: str, stage: str) -> StageLog:
         """Busy intervals of ``stage`` of the PE (or component) owning ``component_id``,

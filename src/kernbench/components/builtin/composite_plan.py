@@ -23,6 +23,7 @@ from kernbench.isa.commands import OpSpec, Scope
 from kernbench.isa.dtypes import dtype_bytes
 
 ACC_BYTES = 4  # composite accumulators are f32
+_KERNEL = Scope.KERNEL  # (a module constant: looking up an enum member on each op costs)
 
 
 @dataclass(frozen=True)
@@ -129,12 +130,15 @@ class Planner:
         head = ops[g]
         a, b, out = head.operands["a"], head.operands["b"], head.out
         assert out is not None  # a GEMM head always writes
-        key = (g, tile_shape, head.extra["m"], head.extra["k"], head.extra["n"],
-               head.extra.get("stationary", "b"), a.dtype,
-               b.dtype, out.dtype, tuple(
-                   (op.kind, op.scope,
-                    chain_bytes(op, out if i > g else None) if op.scope is Scope.KERNEL else None)
-                   for i, op in enumerate(ops) if i != g))
+        others = []  # every op but the head: its kind, scope and (run once) its bytes
+        for i, op in enumerate(ops):
+            if i != g:
+                scope = op.scope
+                others.append((op.kind, scope, chain_bytes(op, out if i > g else None)
+                               if scope is _KERNEL else None))
+        extra = head.extra
+        key = (g, tile_shape, extra["m"], extra["k"], extra["n"], extra.get("stationary", "b"),
+               a.dtype, b.dtype, out.dtype, tuple(others))
         plan = self._cache.get(key)
         if plan is None:
             plan = self._cache[key] = self._build(ops, g, tile_shape)
@@ -190,22 +194,21 @@ class Planner:
         targets = self._targets
         if targets is None:
             targets = self._targets = self._resolve_targets()
-        log = self.pe.op_log
         for engine, n, rel_s, rel_e, busy, names in plan.bookings:
-            eng, component, kind, stage = targets[engine]
+            eng, sink = targets[engine]
             starts = [t0 + s for s in rel_s]
             ends = [t0 + e for e in rel_e]
             eng.timeline.extend(starts, ends, busy)
             eng.ops += n
             first = True
             for name, count in names:
-                log.record_runs(component, kind, name, stage, count,
-                                starts if first else (), ends if first else ())
+                sink.add_runs(name, count, starts if first else (), ends if first else ())
                 first = False
 
     def _resolve_targets(self) -> dict:
-        """engine -> (its engine object, the unit it reports as, op kind, stage)."""
+        """engine -> (its engine object, the op-log sink it reports to)."""
         pe = self.pe
-        fs = pe.fetch_store
+        fs, log = pe.fetch_store, pe.op_log
         engines = {FETCH: fs.fetch, GEMM: pe.gemm, MATH: pe.math, STORE: fs.store}
-        return {e: (engines[e], pe.ids[unit], kind, stage) for e, unit, kind, stage in STAGES}
+        return {e: (engines[e], log.sink(pe.ids[unit], kind, stage))
+                for e, unit, kind, stage in STAGES}

@@ -63,6 +63,7 @@ class CompositeFeeder:
         # time from a GEMM composite's start to its supertile loop: its recipe prologue
         # (the decoder's RMSNorm), which the whole-model breakdown reports on its own
         self.prologue_ns = 0.0
+        self._sinks: dict = {}  # "gemm" / "math" -> where its composites are recorded
 
     def _private(self, a, b, out, t0: float) -> bool:
         """The plan may be timed in one pass: no DMA, and the engines it books are idle
@@ -115,10 +116,12 @@ class CompositeFeeder:
 
     def _record(self, cmd: CompositeCmd, g: int | None, t0: float, end: float) -> None:
         head = cmd.ops[g] if g is not None else cmd.ops[0]
-        log = self.pe.op_log
-        params = self._params(cmd, head, g) if log.keep_records else None  # (kept only then)
-        log.record(t0, end, self.node_id, "gemm" if g is not None else "math",
-                   f"composite_{head.kind}", params, "COMPOSITE")
+        kind = "gemm" if g is not None else "math"
+        sink = self._sinks.get(kind)
+        if sink is None:
+            sink = self._sinks[kind] = self.pe.op_log.sink(self.node_id, kind, "COMPOSITE")
+        params = self._params(cmd, head, g) if sink.log.keep_records else None  # (kept only then)
+        sink.add(t0, end, f"composite_{head.kind}", params)
 
     @staticmethod
     def _params(cmd: CompositeCmd, head: OpSpec, g: int | None) -> dict:
@@ -163,10 +166,10 @@ class CompositeFeeder:
         return end
 
     def _single_shot_data(self, op: OpSpec, start: float, end: float) -> None:
-        inputs = [op.operands[k] for k in sorted(op.operands)]
-        names = sorted(op.operands)
         out = op.out
         if self.pe.data is not None and out is not None:
+            names = sorted(op.operands)
+            inputs = [op.operands[k] for k in names]
             box = {}
 
             def compute():

@@ -29,6 +29,7 @@ from typing import Any, NamedTuple
 from kernbench.components.fabric import Fabric
 from kernbench.components.fair_share import CLASSES, FairShare, Resource
 from kernbench.components.flows import FlowSpec
+from kernbench.components.share_policies import BULK, IPCQ
 from kernbench.isa.handles import Completion
 
 SHARING = ("interleaved", "max_min", "fifo")
@@ -45,6 +46,9 @@ class LegPlan(NamedTuple):
     lead: float  # latency from its start to where its bytes drain
     tail: float  # latency from there to its arrival
     hbm: Any  # the HBM slice's controller, or None
+    # per service class (IPCQ, bulk): the fair share's key of the stream its transfers
+    # join, one small int per (route, hop caps, class, tail) -- not that tuple rehashed
+    streams: tuple[int, int] = (0, 0)
 
 
 class _Mailbox:
@@ -94,6 +98,7 @@ class Transport:
         self._slices: dict[str, Resource] = {}
         self._links: dict[tuple[str, str], Resource] = {}
         self._legs: dict[tuple, tuple[tuple[str, ...], LegPlan]] = {}  # leg_plan's cache
+        self._stream_keys: dict[tuple, int] = {}  # LegPlan.streams, never forgotten
         self._mail: dict[Any, _Mailbox] = {}
         self.messages = 0  # sends that named a mailbox
 
@@ -248,7 +253,11 @@ class Transport:
             # the route's latency first, then the bytes (as flow-level models time a
             # message): two transfers meet on a link only if their bytes do
             lead = _lead_ns(plan, continues, hbm_node, hbm_first, cap)
-            leg = LegPlan(plan, resources, hop_caps, cap, lead, paid + plan.wire_ns - lead, hbm)
+            tail = paid + plan.wire_ns - lead
+            keys = self._stream_keys
+            streams = (keys.setdefault((id(resources), hop_caps, IPCQ, tail), len(keys)),
+                       keys.setdefault((id(resources), hop_caps, BULK, tail), len(keys)))
+            leg = LegPlan(plan, resources, hop_caps, cap, lead, tail, hbm, streams)
         if len(self._legs) >= _LEG_PLANS:  # many routes and sizes: keep the cache bounded
             self._legs.clear()
         self._legs[key] = (nodes, leg)
@@ -288,7 +297,7 @@ class _FairSend:
                     self.timing.append((plan, t, end, 0.0, 0.0, plan.bottleneck_gbs, ()))
                 t, i = end, i + 1
                 continue
-            plan, resources, hop_caps, cap, lead, tail, hbm = tr.leg_plan(
+            plan, resources, hop_caps, cap, lead, tail, hbm, streams = tr.leg_plan(
                 nodes, nbytes, hbm_node, off, legs[i].hbm_at_start, continues)
             if hbm is not None:
                 hbm.bytes_served += nbytes
@@ -296,7 +305,7 @@ class _FairSend:
             if not resources:  # one node, no memory: nothing to drain
                 t, i = t + tail, i + 1  # (its tail is then the route's overheads)
                 continue
-            fair.start((id(resources), hop_caps, self.cls, tail), resources, hop_caps,
+            fair.start(streams[self.cls], resources, hop_caps,
                           nbytes, cap, self.cls, t + lead, tail,
                           lambda m, end, i=i, plan=plan, t0=t, cap=cap, tail=tail:
                           self._leg_done(i, m, t0, end, plan, cap, tail))

@@ -35,6 +35,7 @@ class PeDma:
         self.write_ch = Engine(node_id, 0.0)
         self.translate_ns = mmu.overhead_ns
         self.hold_ns = mmu.overhead_ns + overhead_ns
+        self._sinks: dict = {}  # stage -> where this DMA's transfers are recorded
 
     def busy_report(self) -> dict[str, float]:
         """Time each channel was held (translation and descriptor processing)."""
@@ -62,13 +63,15 @@ class PeDma:
         else:
             flow = self.flows.pe_dma_write(self.sip, self.cube, self.pe, pa, nbytes)
         arrival = services.network.send(flow, start + self.translate_ns)
-        log, node = services.op_log, self.node_id
+        sink = self._sinks.get(stage)
+        if sink is None:
+            sink = self._sinks[stage] = services.op_log.sink(self.node_id, "memory", stage)
         p = None  # the record's parameters, built only when records are kept
-        if log.keep_records:
+        if sink.log.keep_records:
             p = {"va": va, "pa": pa.encode(), "nbytes": nbytes}
             if params:
                 p.update(params)
-        arrival.then(lambda c: log.record(start, c.done_at, node, "memory", op_name, p, stage))
+        arrival.then(lambda c: sink.add(start, c.done_at, op_name, p))
         return start, arrival
 
 

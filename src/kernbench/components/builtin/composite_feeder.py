@@ -63,7 +63,9 @@ class CompositeFeeder:
         # time from a GEMM composite's start to its supertile loop: its recipe prologue
         # (the decoder's RMSNorm), which the whole-model breakdown reports on its own
         self.prologue_ns = 0.0
-        self._sinks: dict = {}  # "gemm" / "math" -> where its composites are recorded
+        # "gemm" / "math" -> where its composites are recorded
+        self._sinks = {kind: pe.op_log.sink(node_id, kind, "COMPOSITE")
+                       for kind in ("gemm", "math")}
 
     def _private(self, a, b, out, t0: float) -> bool:
         """The plan may be timed in one pass: no DMA, and the engines it books are idle
@@ -116,10 +118,7 @@ class CompositeFeeder:
 
     def _record(self, cmd: CompositeCmd, g: int | None, t0: float, end: float) -> None:
         head = cmd.ops[g] if g is not None else cmd.ops[0]
-        kind = "gemm" if g is not None else "math"
-        sink = self._sinks.get(kind)
-        if sink is None:
-            sink = self._sinks[kind] = self.pe.op_log.sink(self.node_id, kind, "COMPOSITE")
+        sink = self._sinks["gemm" if g is not None else "math"]
         params = self._params(cmd, head, g) if sink.log.keep_records else None  # (kept only then)
         sink.add(t0, end, f"composite_{head.kind}", params)
 

@@ -32,17 +32,13 @@ class Plan:
 
     end: float
     gemm_at: float  # when the supertile loop may begin: its operands must be ready by then
-    runs: dict  # engine -> (starts, ends) of its merged busy runs
-    busy: dict  # engine -> total booked ns
-    ops: dict  # engine -> bookings made on it
-    names: dict  # engine -> {op name: count} for the op log
     steps: tuple  # (start, end) of every KERNEL-scope op in command order, head excluded
     first_gemm: float
     commits: tuple  # (done, m0, n0, m, n) per output tile (data mode writes)
     tk: int  # the supertile's k depth (k-tile epilogues in data mode)
-    # what apply books, engine by engine in STAGES order (engines with ops only):
-    # (engine, ops, run starts, run ends, busy ns, (op name, count) pairs)
-    bookings: tuple = ()
+    # what apply books, engine by engine in STAGES order (engines with ops only): (engine,
+    # ops booked, starts and ends of its merged busy runs, busy ns, (op name, count) pairs)
+    bookings: tuple
 
 
 def chain_bytes(op: OpSpec, head_out=None) -> tuple[int, int, int]:
@@ -90,7 +86,11 @@ class Planner:
     def __init__(self, pe) -> None:
         self.pe = pe
         self._cache: dict[tuple, Any] = pe.services.plans  # plans, and GEMM walks by shape
-        self._targets: dict | None = None  # apply's engines, resolved at its first call
+        fs, log = pe.fetch_store, pe.op_log
+        engines = {FETCH: fs.fetch, GEMM: pe.gemm, MATH: pe.math, STORE: fs.store}
+        # engine -> (the PE's engine, the op-log sink it reports to): where apply books
+        self._targets = {e: (engines[e], log.sink(pe.ids[unit], kind, stage))
+                         for e, unit, kind, stage in STAGES}
 
     def mapping(self, head: OpSpec, tile_shape) -> tuple[str, tuple | None]:
         """(operand the array holds, supertile) of the head GEMM (``gemm_array.mapping``;
@@ -180,20 +180,18 @@ class Planner:
                 steps.append(step)
                 end = step[1]
         engines = stages.engines()
-        runs = {e: (tuple(x.timeline.starts), tuple(x.timeline.ends)) for e, x in engines.items()}
-        busy = {e: x.busy_ns for e, x in engines.items()}
-        counts = {e: x.ops for e, x in engines.items()}
         assert first_gemm is not None  # a GEMM has at least one supertile
-        bookings = tuple((e, counts[e], *runs[e], busy[e], tuple(names[e].items()))
-                         for e, _, _, _ in STAGES if counts[e])
-        return Plan(end, gemm_at, runs, busy, counts, names, tuple(steps), first_gemm,
-                    tuple(commits), tk, bookings)
+        bookings = []
+        for e, _, _, _ in STAGES:
+            x = engines[e]
+            if x.ops:
+                bookings.append((e, x.ops, tuple(x.timeline.starts), tuple(x.timeline.ends),
+                                 x.busy_ns, tuple(names[e].items())))
+        return Plan(end, gemm_at, tuple(steps), first_gemm, tuple(commits), tk, tuple(bookings))
 
     def apply(self, plan: Plan, t0: float) -> None:
         """Book ``plan`` started at ``t0`` on the real engines and the op log."""
         targets = self._targets
-        if targets is None:
-            targets = self._targets = self._resolve_targets()
         for engine, n, rel_s, rel_e, busy, names in plan.bookings:
             eng, sink = targets[engine]
             starts = [t0 + s for s in rel_s]
@@ -204,11 +202,3 @@ class Planner:
             for name, count in names:
                 sink.add_runs(name, count, starts if first else (), ends if first else ())
                 first = False
-
-    def _resolve_targets(self) -> dict:
-        """engine -> (its engine object, the op-log sink it reports to)."""
-        pe = self.pe
-        fs, log = pe.fetch_store, pe.op_log
-        engines = {FETCH: fs.fetch, GEMM: pe.gemm, MATH: pe.math, STORE: fs.store}
-        return {e: (engines[e], log.sink(pe.ids[unit], kind, stage))
-                for e, unit, kind, stage in STAGES}

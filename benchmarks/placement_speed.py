@@ -30,7 +30,7 @@ import workload_report
 
 from kernbench.experiments.llm.layer_run import DecodeLayer, LayerWeights
 from kernbench.experiments.llm.mapping import Dims
-from kernbench.experiments.llm.step import _Step
+from kernbench.experiments.llm.step import StepState
 from kernbench.models import load_model
 from kernbench.topology import load_topology
 
@@ -49,7 +49,7 @@ def _place_layers(w: dict) -> list[float]:
     graph = load_topology(ROOT / "config" / "topologies" / f"{w['topology']}.yaml")
     dims = Dims.of(load_model(w["model"]))
     users, context = w["batch"], w["context"]
-    st = _Step(graph, dims, users, np.full(users, context), None, False, 0,
+    st = StepState(graph, dims, users, np.full(users, context), None, False, 0,
                "lrab_hierarchical")
     layer = DecodeLayer(st.ctx, None, st.place, dims, users, context)  # places, never reduces
     times = []

@@ -19,7 +19,7 @@ from kernbench.experiments.llm import analytic
 from kernbench.experiments.llm.layer_run import DecodeLayer, LayerWeights
 from kernbench.experiments.llm.mapping import Dims
 from kernbench.experiments.llm.moe_run import MoeSettings, check_settings
-from kernbench.experiments.llm.step import StepRun, _positive, _Step
+from kernbench.experiments.llm.step import StepRun, StepState, _positive
 
 BLOCK = ("norms", "ffn", "allreduce_ffn")
 
@@ -33,7 +33,7 @@ def run_ffn_block(graph, dims: Dims, tokens: int, *, tp: int | None = None,
     _positive("tokens", tokens)
     _positive("rounds", rounds)
     moe = check_settings(moe, dims)
-    st = _Step(graph, dims, tokens, np.zeros(tokens, np.int64), tp, data, seed, algorithm)
+    st = StepState(graph, dims, tokens, np.zeros(tokens, np.int64), tp, data, seed, algorithm)
     layer = DecodeLayer(st.ctx, st._all_reduce, st.place, dims, tokens, 1,
                         use_queues=st.use_queues, moe=moe)
     layout = layer.moe.layout if layer.moe else None
@@ -53,7 +53,7 @@ def run_ffn_block(graph, dims: Dims, tokens: int, *, tp: int | None = None,
     return StepRun(_record(st, layer, spans, model, graph.spec), st.arrays, st.engine)
 
 
-def _record(st: _Step, layer, spans: list[dict], model: str, spec) -> dict:
+def _record(st: StepState, layer, spans: list[dict], model: str, spec) -> dict:
     dims, m, T = st.dims, st.mapping, st.T
     last = spans[-1]
     ops = {"norms": analytic.norms_ns(spec, dims, T) / 2}  # one of the layer's two norms

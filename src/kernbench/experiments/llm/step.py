@@ -56,7 +56,7 @@ def _positive(name: str, value) -> int:
     return value
 
 
-class _Step:
+class StepState:
     """What a step's phases share: the engine, mapping, collectives, residual buffers
     of ``rows`` token rows, and the RoPE angles of the rows' ``positions``."""
 
@@ -195,7 +195,7 @@ def _layers(dims: Dims, layers: int | None) -> int:
     return n
 
 
-def _run_layers(st: _Step, layer, n: int, caches) -> list[dict]:
+def _run_layers(st: StepState, layer, n: int, caches) -> list[dict]:
     """Embedding, ``n`` layers and the arrays of each (data mode); the layers' spans."""
     spans = []
     for l in range(n):
@@ -215,13 +215,13 @@ def run_decode_step(graph, dims: Dims, users: int, context: int, *, layers: int 
                     keep_records: bool = False, moe: MoeSettings | None = None,
                     replay: bool = True, count_blocks: bool = True) -> StepRun:
     """Simulate one decode step of ``dims`` (``layers`` of its layers, default all);
-    ``replay`` False simulates every all-reduce piece (``_Step._piece``),
+    ``replay`` False simulates every all-reduce piece (``StepState._piece``),
     ``count_blocks`` False every projection row block (``row_blocks.RowBlocks``)."""
     _positive("batch", users)
     _positive("context", context)
     n = _layers(dims, layers)
     moe = check_settings(moe, dims)
-    st = _Step(graph, dims, users, np.full(users, context), tp, data, seed, algorithm,
+    st = StepState(graph, dims, users, np.full(users, context), tp, data, seed, algorithm,
                keep_records, replay=replay, count_blocks=count_blocks)
     st.install_attention(reduce_tables(list(st.mapping.groups)), 4,
                          max(4096, dims.G * dims.d * 4))
@@ -258,7 +258,7 @@ def run_prefill_step(graph, dims: Dims, batch: int, context: int, *,
     _positive("context", context)
     n = _layers(dims, layers)
     moe = check_settings(moe, dims)
-    st = _Step(graph, dims, context, np.arange(context), tp, data, seed, algorithm,
+    st = StepState(graph, dims, context, np.arange(context), tp, data, seed, algorithm,
                keep_records, ring=True, replay=replay, count_blocks=count_blocks)
     ring = RingAttention(st.ctx, st.mapping, dims, context, data)
     st.install_attention(*ring.ipcq())
@@ -293,7 +293,7 @@ def _moe(layer) -> dict:
     return {} if layer.moe is None else {"mixture": layer.moe.record(layer.dims)}
 
 
-def _record(st: _Step, spans: list, ends: tuple[float, float], model: str, spec,
+def _record(st: StepState, spans: list, ends: tuple[float, float], model: str, spec,
             predicted: dict, point: dict, rates) -> dict:
     """What both phases report: the point, the breakdown, the layers' spread, the step
     (embedding, layers, LM head: ``ends``), its ``rates`` and its analytic prediction."""

@@ -147,7 +147,7 @@ class StageSink:
         counts[op_name] = counts.get(op_name, 0) + 1
         intervals = self._intervals
         if intervals is None:
-            intervals = self._intervals = log._stage_log(self.component_id, self.stage)
+            intervals = self._first_op()
         intervals.add(t_start, t_end)
         if log.keep_records:
             log._keep(t_start, t_end, self.component_id, self.op_kind, op_name, params)
@@ -164,8 +164,13 @@ class StageSink:
         counts[op_name] = counts.get(op_name, 0) + n
         intervals = self._intervals
         if intervals is None:
-            intervals = self._intervals = log._stage_log(self.component_id, self.stage)
+            intervals = self._first_op()
         intervals.extend(starts, ends)
+
+    def _first_op(self) -> StageLog:
+        """The stage's log, made (as ``OpLogger.record`` makes it) at the first op."""
+        intervals = self._intervals = self.log._stage_log(self.component_id, self.stage)
+        return intervals
 
 
 class OpLogger:

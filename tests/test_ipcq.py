@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from kernbench.components.builtin.pe_ipcq import IpcqConfig
-from kernbench.components.fair_share import IPCQ, Resource
-from kernbench.components.fluid_stream import TINY, Member, Stream
+from kernbench.components.fair_share import IPCQ
+from kernbench.components.fluid_stream import TINY, Member, Resource, Stream
 from kernbench.errors import ConfigError, SimulationError
 from kernbench.policy.placement import DPPolicy
 from kernbench.runtime_api import RuntimeContext

@@ -131,3 +131,24 @@ def test_a_compiled_run_leaves_no_reference_cycles():
     got = json.loads(proc.stdout)
     assert got["status"].startswith("compiled"), f"not compiled: {got['status']}"
     assert got["garbage"] == 0, f"objects left in reference cycles: {got['kinds']}"
+
+
+def test_the_hot_paths_clock_reads_what_simpy_reports():
+    """``clock.sim_now`` reads SimPy's private attribute behind ``Environment.now``: it
+    must follow the clock at every step (a SimPy that renamed it would fail here)."""
+    import simpy
+
+    from kernbench.components.clock import sim_now
+
+    env = simpy.Environment()
+    seen = []
+
+    def ticker():
+        for delay in (0.0, 1.5, 0.25, 3.0, 1e-9):
+            yield env.timeout(delay)
+            seen.append((sim_now(env), env.now))
+
+    env.process(ticker())
+    assert sim_now(env) == env.now == 0
+    env.run()
+    assert [a for a, _ in seen] == [b for _, b in seen] == [0.0, 1.5, 1.75, 4.75, 4.75 + 1e-9]

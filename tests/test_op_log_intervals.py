@@ -85,7 +85,7 @@ def test_back_to_back_bookings_are_stored_as_one_interval():
         log.add(t, t + d)
         t += d
     log.add(t + 1.0, t + 2.0)  # after a gap: a second interval
-    assert len(log.starts) == 1  # the first run went into the arrays, the second grows
+    assert len(log) == 1  # the first run is stored, the second grows
     starts, ends = log.arrays()
     assert list(zip(starts, ends, strict=True)) == [(0.0, t), (t + 1.0, t + 2.0)]
 

@@ -21,14 +21,14 @@ event costs a heap entry, not a SimPy event.
 
 from __future__ import annotations
 
-import heapq
 import itertools
 import math
 from collections import deque
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from heapq import heappop, heappush
 
-from kernbench.components.fluid_stream import Member, Stream
+from kernbench.components.clock import sim_now
+from kernbench.components.fluid_stream import Member, Resource, Stream
 from kernbench.components.share_policies import (
     BULK,
     IPCQ,
@@ -41,30 +41,27 @@ CLASSES = {"ipcq": IPCQ, "bulk": BULK}
 POLICIES = ("interleaved", "max_min")
 _PROPAGATION_BUDGET = 1_000_000  # resources served for one change, at most
 _RATE_TOLERANCE = 1e-12  # relative: smaller changes of a rate are float noise
-_ARRIVE, _STEP = 0, 1
 
 
-class Resource:
-    """A shared server: one direction of a link, or an HBM slice."""
-
-    __slots__ = ("name", "capacity", "inputs")
-
-    def __init__(self, name, capacity: float) -> None:
-        self.name = name
-        self.capacity = capacity  # bytes/ns
-        # stream id -> (it, hop here), in the order they came: a class is served in it
-        self.inputs: dict[int, tuple[Stream, int]] = {}
+Input = tuple[Stream, int]  # a stream at one of its hops: a resource's input
+# what a transfer's stream is made of: (key, resources, hop caps, cap, class, tail)
+Route = tuple[object, tuple[Resource, ...], tuple[float, ...], float, int, float]
 
 
 class _Entry:
     """An event of the heap, due at ``t``; events due together run in the order pushed.
-    (Compiled, heapq's comparison of two entries is two float compares, where a tuple's
-    went through the generic compare of each item: the heap's largest cost.)"""
+    A step names its stream and the stream's version when pushed (stale once the stream
+    is rescheduled); an arrival carries its route and transfer. (Compiled, heapq's
+    comparison of two entries is two float compares, where a tuple's went through the
+    generic compare of each item: the heap's largest cost. Typed fields, not one ``Any``,
+    let the compiled twin read a step's stream and version without a generic lookup.)"""
 
-    __slots__ = ("t", "seq", "kind", "obj", "version")
+    __slots__ = ("t", "seq", "stream", "version", "arrival")
 
-    def __init__(self, t: float, seq: int, kind: int, obj: Any, version: int | None) -> None:
-        self.t, self.seq, self.kind, self.obj, self.version = t, seq, kind, obj, version
+    def __init__(self, t: float, seq: int, stream: Stream | None, version: int,
+                 arrival: tuple | None) -> None:
+        self.t, self.seq, self.stream, self.version = t, seq, stream, version
+        self.arrival = arrival
 
     def __lt__(self, other: _Entry) -> bool:
         return self.t < other.t or (self.t == other.t and self.seq < other.seq)
@@ -80,62 +77,69 @@ class FairShare:
         self.max_min = policy == "max_min"
         self._streams: dict = {}  # route key -> its stream while it carries transfers
         self._heap: list[_Entry] = []
-        self._seq = itertools.count()
+        self._pushed = 0  # entries pushed: orders the entries due at one time
         self._ids = itertools.count()
         self._wakes: list[float] = []  # times of the SimPy timers still pending
         self._waking = False  # serving the heap's due entries now
         self.updates = 0  # resources served again (a cost counter)
 
-    def start(self, key, resources: tuple, hop_caps: tuple, nbytes: int, cap: float, cls: int,
+    def start(self, key: object, resources: tuple[Resource, ...], hop_caps: tuple[float, ...],
+              nbytes: int, cap: float, cls: int,
               at: float, tail: float, done: Callable) -> Member:
         """Drain ``nbytes`` through ``resources`` (route order, identified by ``key``)
         from ``at`` (>= now); ``done(member, t)`` is called when its last byte is
         delivered, with t = that time + ``tail`` (its arrival, fixed from then on)."""
         m = Member(nbytes, at, done)
         route = (key, resources, hop_caps, cap, cls, tail)
-        if at <= self.env.now:
+        if at <= sim_now(self.env):
             self._arrive(route, m)
         else:
-            self._push(at, _ARRIVE, (route, m), None)
+            self._pushed += 1
+            self._push(_Entry(at, self._pushed, None, 0, (route, m)))
         return m
 
     # -- the event heap ------------------------------------------------------------------
-    def _push(self, t: float, kind: int, obj, version) -> None:
-        heapq.heappush(self._heap, _Entry(t, next(self._seq), kind, obj, version))
+    def _push(self, entry: _Entry) -> None:
+        heappush(self._heap, entry)
         if not self._waking:  # (a wake re-arms the timer once, when it is done)
             self._arm()
 
     def _arm(self) -> None:
         """Keep a SimPy timer pending at the earliest live entry of the heap."""
         heap, wakes = self._heap, self._wakes
-        while heap and heap[0].version is not None and heap[0].version != heap[0].obj.version:
-            heapq.heappop(heap)  # rescheduled since: drop it before it costs a timer
+        while heap:
+            s = heap[0].stream
+            if s is None or heap[0].version == s.version:
+                break
+            heappop(heap)  # rescheduled since: drop it before it costs a timer
         if heap and (not wakes or heap[0].t < wakes[0]):
             t = heap[0].t
-            heapq.heappush(wakes, t)
-            self.env.timeout(t - self.env.now).callbacks.append(self._wake)
+            heappush(wakes, t)
+            self.env.timeout(t - sim_now(self.env)).callbacks.append(self._wake)
 
     def _wake(self, _event) -> None:
-        now = self.env.now
-        heapq.heappop(self._wakes)
+        now = sim_now(self.env)
+        heappop(self._wakes)
         heap = self._heap
         self._waking = True
         try:
             while heap and heap[0].t <= now:
-                e = heapq.heappop(heap)
-                if e.kind == _STEP:
-                    if e.version == e.obj.version:  # else rescheduled since
-                        self._step(e.obj)
+                e = heappop(heap)
+                s = e.stream
+                if s is not None:
+                    if e.version == s.version:  # else rescheduled since
+                        self._step(s)
                 else:
-                    self._arrive(*e.obj)
+                    assert e.arrival is not None  # (an entry is a step or an arrival)
+                    self._arrive(*e.arrival)
         finally:
             self._waking = False
         self._arm()
 
     # -- arrivals, steps, departures -------------------------------------------------------
-    def _arrive(self, route: tuple, m: Member) -> None:
+    def _arrive(self, route: Route, m: Member) -> None:
         """A transfer starts draining: it joins its route's stream, or starts one."""
-        now = self.env.now
+        now = sim_now(self.env)
         key, resources, hop_caps, cap, cls, tail = route
         s = self._streams.get(key)
         if s is not None:
@@ -176,7 +180,7 @@ class FairShare:
 
     def _step(self, s: Stream) -> None:
         """Something of ``s`` ran out: a transfer sent or delivered, its source, a queue."""
-        now = self.env.now
+        now = sim_now(self.env)
         s.settle(now)
         for m in s.delivered_members():  # its arrival time is fixed now: tell at once
             m.done(m, now + s.tail)
@@ -204,7 +208,8 @@ class FairShare:
             del r.inputs[s.id]
 
     # -- propagating a change -------------------------------------------------------------
-    def _changed(self, now: float, dirty, touched: dict[int, Stream]) -> None:
+    def _changed(self, now: float, dirty: Sequence[Resource],
+                 touched: dict[int, Stream]) -> None:
         """Serve the ``dirty`` resources again and what their changes reach downstream;
         reschedule every stream whose rates changed (and those in ``touched``)."""
         if self.max_min:
@@ -232,7 +237,7 @@ class FairShare:
                     queue.append(nxt)
         self._reschedule(now, touched)
 
-    def _serve(self, r: Resource, now: float, touched: dict[int, Stream]) -> list:
+    def _serve(self, r: Resource, now: float, touched: dict[int, Stream]) -> list[Input]:
         """Set the out rates of ``r``'s inputs; return the inputs whose rate changed
         (inputs that ran out of something while settling join ``touched``). The hot
         path of link sharing: the inputs settled in one pass, then each class served
@@ -254,8 +259,8 @@ class FairShare:
                 return []
             f.out[k] = rate
             return [(f, k)]
-        ipcq: list = []
-        bulk: list = []
+        ipcq: list[Input] = []
+        bulk: list[Input] = []
         for item in inputs.values():
             f = item[0]
             if f.t_last != now:
@@ -263,7 +268,7 @@ class FairShare:
             if f.pending:
                 touched[f.id] = f
             (ipcq if f.cls == IPCQ else bulk).append(item)
-        changed: list = []
+        changed: list[Input] = []
         left = r.capacity
         if ipcq:  # IPCQ first, then bulk in what it leaves
             left = _serve_class(ipcq, left, changed)
@@ -283,9 +288,11 @@ class FairShare:
             t = now + dt
             if dt > 0.0 and t <= now:  # too small to move the clock: the next float
                 t = math.nextafter(now, math.inf)
-            self._push(t, _STEP, f, f.version)
+            self._pushed += 1
+            self._push(_Entry(t, self._pushed, f, f.version, None))
 
-    def _max_min(self, now: float, seeds, touched: dict[int, Stream]) -> None:
+    def _max_min(self, now: float, seeds: Sequence[Resource],
+                 touched: dict[int, Stream]) -> None:
         """Max-min policy: set the rates of the whole connected set again."""
         flows, resources = _connected(seeds)
         self.updates += len(resources)
@@ -301,7 +308,7 @@ class FairShare:
         self._reschedule(now, touched)
 
 
-def _serve_class(group: list, left: float, changed: list) -> float:
+def _serve_class(group: list[Input], left: float, changed: list[Input]) -> float:
     """Set the out rates of one class's inputs at a resource with ``left`` bytes/ns for
     them (the ``interleaved`` policy of ``share_policies``), appending those that
     changed to ``changed``; return what the class leaves. Passing inputs (most serves)
@@ -369,7 +376,7 @@ def _walk(f: Stream, k: int) -> Resource | None:
     return None
 
 
-def _connected(seeds) -> tuple[list[Stream], list[Resource]]:
+def _connected(seeds: Sequence[Resource]) -> tuple[list[Stream], list[Resource]]:
     """The streams linked to ``seeds`` through shared resources (by id) and their
     resources, in a deterministic order."""
     flows: dict[int, Stream] = {}

@@ -1,4 +1,4 @@
-"""The transfers on one route as one fluid stream (a "train").
+"""The transfers on one route as one fluid stream (a "train"), and the resources they share.
 
 Transfers that take the same route on the same virtual channel share it as a
 source sharing its first link: one packet of each in turn, so while several
@@ -26,6 +26,18 @@ from collections.abc import Callable
 TINY = 1e-6  # bytes: what is left of a sent transfer or an emptied queue
 
 
+class Resource:
+    """A shared server: one direction of a link, or an HBM slice."""
+
+    __slots__ = ("name", "capacity", "inputs")
+
+    def __init__(self, name, capacity: float) -> None:
+        self.name = name
+        self.capacity = capacity  # bytes/ns
+        # stream id -> (it, hop here), in the order they came: a class is served in it
+        self.inputs: dict[int, tuple[Stream, int]] = {}
+
+
 class Member:
     """One transfer in a stream."""
 
@@ -47,8 +59,9 @@ class Stream:
                  "sending", "sent", "t_last", "version", "alone", "registered", "pending",
                  "queues", "_seq")
 
-    def __init__(self, sid: int, key, resources: tuple, hop_caps: tuple, cap: float, cls: int,
-                 tail: float, now: float) -> None:
+    def __init__(self, sid: int, key: object, resources: tuple[Resource, ...],
+                 hop_caps: tuple[float, ...], cap: float, cls: int, tail: float,
+                 now: float) -> None:
         self.id, self.key = sid, key
         self.resources = resources  # in route order
         self.hop_caps = hop_caps  # per resource: what one transfer can take of it
@@ -64,7 +77,7 @@ class Stream:
         self.sent_bytes = 0.0
         self.delivered = 0.0  # sent_bytes less the bytes queued on the route
         self.targets = 0.0  # sum of the sending transfers' targets
-        self.sending: list[tuple] = []  # heap of (target, seq, member)
+        self.sending: list[tuple[float, int, Member]] = []  # heap of (target, seq, member)
         self.sent: deque[Member] = deque()  # sent, in order, waiting for delivery
         self.t_last = now
         self.version = 0

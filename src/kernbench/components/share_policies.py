@@ -22,11 +22,16 @@ served first and bulk transfers share what it leaves
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # (typed, the compiled twin reads a stream's rates without a lookup)
+    from kernbench.components.fluid_stream import Stream
+
 IPCQ, BULK = 0, 1  # service classes, served in this order
 EPS = 1e-9  # relative slack
 
 
-def arrivals_fit(inputs: list, capacity: float) -> bool:
+def arrivals_fit(inputs: list[tuple[Stream, int]], capacity: float) -> bool:
     """Whether ``inputs`` ((stream, hop) pairs of one class) hold no queue at a resource
     with ``capacity`` left for their class and their arrivals fit in it: then each
     passes what arrives, at most what it can take there (``min(arr, hop cap)``)."""
@@ -38,11 +43,11 @@ def arrivals_fit(inputs: list, capacity: float) -> bool:
     return total <= capacity * (1.0 + EPS)
 
 
-def shared_rates(inputs: list, capacity: float) -> list[float]:
+def shared_rates(inputs: list[tuple[Stream, int]], capacity: float) -> list[float]:
     """Out rates of ``inputs`` when they do not simply pass (:func:`arrivals_fit` is
     False): served in proportion to their arrival rates, each at most its limit."""
     out = [0.0] * len(inputs)
-    free = []
+    free: list[tuple[int, float, float]] = []
     for i, (f, k) in enumerate(inputs):
         queued = f.backlog[k] > 0.0
         weight = f.arr[k] if f.arr[k] > 0.0 else (f.weight[k] if queued else 0.0)

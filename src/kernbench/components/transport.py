@@ -26,9 +26,11 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+from kernbench.components.clock import sim_now
 from kernbench.components.fabric import Fabric
-from kernbench.components.fair_share import CLASSES, FairShare, Resource
+from kernbench.components.fair_share import CLASSES, FairShare
 from kernbench.components.flows import FlowSpec
+from kernbench.components.fluid_stream import Resource
 from kernbench.components.share_policies import BULK, IPCQ
 from kernbench.isa.handles import Completion
 
@@ -104,13 +106,13 @@ class Transport:
 
     # -- the interface ---------------------------------------------------------------------
     def now(self) -> float:
-        return self.env.now
+        return sim_now(self.env)
 
     def schedule(self, t: float, fn: Callable[[], None]) -> None:
         """Run ``fn()`` at simulated time ``t`` (>= now)."""
-        delay = t - self.env.now
+        delay = t - sim_now(self.env)
         if delay < 0:
-            raise ValueError(f"cannot schedule in the past ({t} < now {self.env.now})")
+            raise ValueError(f"cannot schedule in the past ({t} < now {sim_now(self.env)})")
         self.env.timeout(delay).callbacks.append(lambda _ev: fn())
 
     def send(self, flow: FlowSpec, at: float, vc: str = "bulk", *, mailbox: Any = None,
@@ -132,12 +134,12 @@ class Transport:
         landing = None if on_arrival is None and seq is None else _Landing(
             self, on_arrival, mailbox, seq, payload)
 
-        if at < self.env.now * (1.0 - 1e-12):  # (float sums of delays may round below it)
-            raise ValueError(f"cannot send into the past ({at} < now {self.env.now})")
+        if at < sim_now(self.env) * (1.0 - 1e-12):  # (float sums of delays may round below it)
+            raise ValueError(f"cannot send into the past ({at} < now {sim_now(self.env)})")
         if self.fair is None:
             done = self._book(flow, at, vc, timing)
             if landing is not None:
-                self.schedule(max(done, self.env.now), lambda: landing(done))
+                self.schedule(max(done, sim_now(self.env)), lambda: landing(done))
             return Completion(done, label=flow.kind)
         comp = Completion(label=flow.kind)
         _FairSend(self, flow, vc, comp, landing, timing).advance(0, at)
@@ -161,7 +163,7 @@ class Transport:
         for leg in flow.legs:
             if leg.nbytes:
                 raise ValueError(f"{flow.kind} carries {leg.nbytes} B: send it instead")
-            t = fabric.book(fabric.plan(leg.nodes), 0, t, self.env.now,
+            t = fabric.book(fabric.plan(leg.nodes), 0, t, sim_now(self.env),
                             continues=leg.continues)[0]
         return t
 
@@ -174,7 +176,7 @@ class Transport:
 
     def _deliver(self, box: _Mailbox, seq: int, payload: Any) -> None:
         box.early[seq] = payload
-        now = self.env.now
+        now = sim_now(self.env)
         while box.next in box.early:
             item = box.early.pop(box.next)
             box.next += 1
@@ -186,7 +188,7 @@ class Transport:
     # -- fifo: bookings ----------------------------------------------------------------------
     def _book(self, flow: FlowSpec, at: float, vc: str, timing: list | None) -> float:
         fabric = self.fabric
-        now = self.env.now
+        now = sim_now(self.env)
         hbm = fabric.hbm
         t = at
         for _, nodes, nbytes, hbm_node, off, at_start, continues in flow.legs:
@@ -292,7 +294,7 @@ class _FairSend:
             _, nodes, nbytes, hbm_node, off, _, continues = legs[i]
             if not nbytes:
                 plan = fabric.plan(nodes)
-                end = fabric.book(plan, 0, t, tr.env.now, continues=continues)[0]
+                end = fabric.book(plan, 0, t, sim_now(tr.env), continues=continues)[0]
                 if self.timing is not None:
                     self.timing.append((plan, t, end, 0.0, 0.0, plan.bottleneck_gbs, ()))
                 t, i = end, i + 1
@@ -328,7 +330,7 @@ class _FairSend:
         once; deliveries (bytes landing, mailboxes) happen at that time."""
         tr, arrive = self.transport, self.arrive
         if arrive is not None:
-            if t > tr.env.now:
+            if t > sim_now(tr.env):
                 tr.schedule(t, lambda: arrive(t))
             else:
                 arrive(t)

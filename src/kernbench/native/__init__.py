@@ -29,11 +29,13 @@ from pathlib import Path
 # mypy: mypyc enforces the annotations at run time.
 MODULES = (
     "kernbench.components.busy_timeline",
+    "kernbench.components.clock",
     "kernbench.components.fabric",
     "kernbench.components.fair_share",
     "kernbench.components.flows",
     "kernbench.components.fluid_stream",
     "kernbench.components.share_policies",
+    "kernbench.components.stage_report",
     "kernbench.components.transport",
     "kernbench.components.builtin.composite_feeder",
     "kernbench.components.builtin.composite_plan",

@@ -34,6 +34,7 @@ from kernbench.components.builtin.composite_values import (
 from kernbench.components.builtin.dispatch import executes
 from kernbench.components.builtin.pe_ops import operand_ready
 from kernbench.components.builtin.tile_streams import GemmStream, MathStream
+from kernbench.components.clock import sim_now
 from kernbench.isa.commands import CompositeCmd, OpSpec, Scope
 from kernbench.isa.handles import Completion
 
@@ -94,8 +95,8 @@ class CompositeFeeder:
             if c.done_at is None:
                 yield c.waitable(env)
             t0 = max(t0, c.done_at)
-        if t0 > env.now:
-            yield env.timeout(t0 - env.now)
+        if t0 > sim_now(env):
+            yield env.timeout(t0 - sim_now(env))
         g = cmd.gemm_index
         if g is None:
             end = yield from self._math_composite(cmd, t0)
@@ -111,8 +112,8 @@ class CompositeFeeder:
             for op in cmd.ops[g + 1:]:
                 if op.scope is Scope.KERNEL:
                     end = self._after_head(op, cmd.ops[g].out, end)
-        if end > env.now:
-            yield env.timeout(end - env.now)
+        if end > sim_now(env):
+            yield env.timeout(end - sim_now(env))
         self._record(cmd, g, t0, end)
         comp.complete(end)
 

@@ -21,6 +21,8 @@ from typing import Any
 
 from kernbench.components.builtin.dispatch import executes, executor_for
 from kernbench.components.builtin.hazards import AccessTracker, access_ranges
+from kernbench.components.clock import sim_now
+from kernbench.components.stage_report import StageReport
 from kernbench.errors import KernelStateError
 from kernbench.isa.commands import PeCpuOverheadCmd
 from kernbench.isa.handles import Completion
@@ -39,7 +41,8 @@ class PeCpu:
         self.commands = 0
         self.dispatch_cycles = 0.0
         self.marks: list[tuple[float, str]] = []  # (time, label) of tl.mark calls
-        self._dispatched = pe.op_log.sink(self.node_id, "control", "PE_CPU")
+        self._dispatched: StageReport = pe.op_log.sink(self.node_id, "control", "PE_CPU")
+        self._keep_records: bool = pe.op_log.keep_records  # (fixed for an engine's life)
 
     def busy_report(self) -> dict[str, float]:
         """Time spent dispatching commands (the CPU's own busy time)."""
@@ -56,7 +59,7 @@ class PeCpu:
 
     def begin(self) -> float:
         """The program starts now: the CPU clock joins simulated time."""
-        self.t = self.pe.env.now
+        self.t = sim_now(self.pe.env)
         return self.t
 
     # -- the executor interface the tl context calls ------------------------------------
@@ -69,7 +72,7 @@ class PeCpu:
         """
         pe = self.pe
         tracker: AccessTracker = pe.scheduler.hazards  # (typed: called directly, compiled)
-        tracker.prune(min(self.t, pe.env.now))
+        tracker.prune(min(self.t, sim_now(pe.env)))
         reads, writes = access_ranges(cmd)
         raw, other = tracker.deps(reads, writes)
         if cmd.waits_for_inputs:
@@ -87,7 +90,7 @@ class PeCpu:
         self.dispatch_cycles += cycles
         self._dispatched.add(t0, self.t, "dispatch", {
             "cmd": type(cmd).__name__, "cycles": cycles, "logical_bytes": cmd.logical_bytes}
-            if pe.op_log.keep_records else None)
+            if self._keep_records else None)
         if cmd.hands_to_fabric:  # bookings on the shared fabric happen in time order
             self.runner.sleep_until(self.t, "issue at")
         comp = executor_for(type(cmd))(pe, cmd, self.t, deps)

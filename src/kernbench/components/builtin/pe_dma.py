@@ -16,6 +16,7 @@ from kernbench.components.builtin.dispatch import executes
 from kernbench.components.builtin.engine import Engine
 from kernbench.components.builtin.pe_mmu import PeMmu
 from kernbench.components.builtin.pe_ops import view_va
+from kernbench.components.clock import sim_now
 from kernbench.isa.commands import DmaReadCmd, DmaWriteCmd
 from kernbench.isa.handles import Completion, ready_at
 
@@ -90,7 +91,7 @@ def execute_dma_write(pe, cmd: DmaWriteCmd, t_issue: float, deps) -> Completion:
 def _move(pe, cmd, hbm, tcm, move, label: str, t_issue: float, deps) -> Completion:
     ops = pe.scheduler.ops
     t = pe.scheduler.accept(t_issue, deps)
-    start, done = move(view_va(hbm, 0, 0), hbm.nbytes, max(t, ready_at(cmd.src)), ops.pe.env.now,
+    start, done = move(view_va(hbm, 0, 0), hbm.nbytes, max(t, ready_at(cmd.src)), sim_now(ops.pe.env),
                        params={"handle_id": tcm.id})
     done.label = label
     if pe.data is not None:

@@ -28,6 +28,7 @@ from collections.abc import Callable
 import numpy as np
 
 from kernbench.components.builtin.dispatch import executes
+from kernbench.components.clock import sim_now
 from kernbench.components.flows import FlowSpec, LegSpec
 from kernbench.errors import ConfigError, KernelMisuse
 from kernbench.geometry.ipcq import ALLOWED, IpcqConfig, opposite
@@ -225,17 +226,17 @@ def execute_send(pe, cmd: IpcqSendCmd, t_issue: float, deps) -> Completion:
     waiting = unit.credit(q)
     if waiting is not None:
         pe.cpu.wait(waiting)  # the kernel blocks until the receiver frees a slot
-        t = max(t, pe.env.now)
+        t = max(t, sim_now(pe.env))
     src = cmd.src
     nbytes = src.nbytes
     flow = _message_flow(pe.services, q, nbytes)
     slot = q.sent % q.cfg.slots
     q.sent += 1
     message = _Send(pe, cmd, q, t, flow, _Message(slot, src.shape, src.dtype, nbytes))
-    if t <= pe.env.now:
+    if t <= sim_now(pe.env):
         # a kernel that runs behind simulated time (it waited for a result that became
         # known late) sends now: the fabric has moved on, as for its DMAs (pe_dma)
-        message.t = pe.env.now
+        message.t = sim_now(pe.env)
         return message.send()
     # send when simulated time reaches it (the fabric sees sends in time order) while
     # the kernel runs on: no switch to SimPy and back per message
@@ -281,7 +282,7 @@ def _take(pe, q: IpcqQueue, cmd: IpcqRecvCmd, msg: _Message, t: float) -> Comple
             f"{msg.dtype} {msg.shape} but the receive expects {dst.nbytes} B of {dst.dtype} "
             f"{dst.shape}")
     q.received += 1
-    start = max(t, msg.arrival, pe.env.now)
+    start = max(t, msg.arrival, sim_now(pe.env))
     addr = q.slot_addrs[msg.slot]
     services = pe.services
     if not cmd.consume:
@@ -330,6 +331,6 @@ def _received(pe, q: IpcqQueue, cmd: IpcqRecvCmd, msg: _Message, addr: int, star
 
 def _credit_arrives(q: IpcqQueue) -> None:
     if q.credit_waiters:
-        q.credit_waiters.popleft().complete(q.env.now)  # the credit passes straight on
+        q.credit_waiters.popleft().complete(sim_now(q.env))  # the credit passes straight on
     else:
         q.credits += 1

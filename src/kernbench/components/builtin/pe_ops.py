@@ -6,9 +6,15 @@ data-mode reads and commits at the stage times.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kernbench.components.builtin.pe_stages import Stages
+from kernbench.components.clock import sim_now
 from kernbench.isa.dtypes import dtype_bytes
 from kernbench.isa.handles import TensorHandle, ready_at
+
+if TYPE_CHECKING:
+    from kernbench.components.builtin.pe_cpu import PeCpu
 
 
 def operand_ready(h: TensorHandle, cmd) -> float:
@@ -34,7 +40,9 @@ def view_va(h: TensorHandle, r0: int, c0: int) -> int:
 class PeOps:
     def __init__(self, pe) -> None:
         self.pe = pe
+        self.env = pe.env
         self.stages = Stages.of(pe)
+        self._cpu: PeCpu | None = None  # the PE's CPU (made after its scheduler), found on first use
 
     @property
     def floor(self) -> float:
@@ -42,8 +50,12 @@ class PeOps:
         what their timelines may forget up to: simulated time, or the CPU's clock when
         the kernel runs behind it (it waited for an arrival whose time was not known,
         and its later, independent ops still start at their own dispatch times)."""
-        pe = self.pe
-        return min(pe.env.now, pe.cpu.t)
+        cpu = self._cpu
+        if cpu is None:
+            cpu = self._cpu = self.pe.cpu
+        now: float = sim_now(self.env)
+        t: float = cpu.t
+        return now if now <= t else t
 
     def log(self, t0, t1, unit, kind, name, stage, params=None):
         self.pe.op_log.record(t0, t1, self.pe.ids[unit], kind, name, params, stage)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kernbench.components.stage_report import StageReport
 from kernbench.components.tiling import GemmTile
 
 if TYPE_CHECKING:  # (typed so the compiled twin calls the engines directly)
@@ -31,7 +32,7 @@ _TILE_FETCH, _TILE_GEMM = "TileToken/FETCH", "TileToken/GEMM"
 _TILE_MATH, _TILE_STORE = "TileToken/MATH", "TileToken/STORE"
 
 
-class NameCounts:
+class NameCounts(StageReport):
     """Stands in for an op-log sink where only the number of ops per name matters (the
     private engines of a composite plan)."""
 
@@ -40,7 +41,8 @@ class NameCounts:
     def __init__(self, counts: dict[str, int]) -> None:
         self.counts = counts
 
-    def add(self, t_start: float, t_end: float, op_name: str, params: Any = None) -> None:
+    def add(self, t_start: float, t_end: float, op_name: str,
+            params: dict[str, Any] | None = None) -> None:
         self.counts[op_name] = self.counts.get(op_name, 0) + 1
 
 
@@ -52,7 +54,7 @@ class Stages:
                  "fetch_log", "gemm_log", "math_log", "store_log")
 
     def __init__(self, fetch: Engine, gemm: GemmEngine, math: MathEngine, store: Engine,
-                 port_bw_gbs: float, sinks: dict[str, Any], detail: bool = False) -> None:
+                 port_bw_gbs: float, sinks: dict[str, StageReport], detail: bool = False) -> None:
         self.fetch, self.gemm, self.math, self.store = fetch, gemm, math, store
         self.port_bw_gbs = port_bw_gbs
         # one attribute per engine, not a report(engine, ...) function: bookings are the
@@ -75,7 +77,8 @@ class Stages:
         """Idle copies of the PE's engines (same service rules and overheads) whose
         bookings are counted in ``names`` ({engine: {op name: count}}) only."""
         fs = pe.fetch_store
-        counts = {engine: NameCounts(names[engine]) for engine in _REPORT}
+        counts: dict[str, StageReport] = {engine: NameCounts(names[engine])
+                                          for engine in _REPORT}
         return cls(fs.fetch.idle_twin(), pe.gemm.idle_twin(), pe.math.idle_twin(),
                    fs.store.idle_twin(), fs.port_bw_gbs, counts)
 

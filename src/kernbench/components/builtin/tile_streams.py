@@ -12,16 +12,17 @@ would take them.
 
 from __future__ import annotations
 
-import heapq
 from collections import deque
 from collections.abc import Generator
+from heapq import heappop, heappush
 from typing import TYPE_CHECKING, Any
 
 from kernbench.components import numerics
 from kernbench.components.builtin.composite_plan import tile_epilogues
 from kernbench.components.builtin.composite_values import epilogue_value, gemm_value
 from kernbench.components.builtin.pe_ops import PeOps, operand_ready, view_va
-from kernbench.components.tiling import chunks
+from kernbench.components.clock import sim_now
+from kernbench.components.tiling import GemmTile, chunks
 from kernbench.isa.dtypes import dtype_bytes
 from kernbench.isa.handles import Completion, TensorHandle, ready_at
 
@@ -102,14 +103,19 @@ class InOrder:
             yield self.items[-1].booked.waitable(env)
 
 
+def _later(a: float, b: float) -> float:
+    """``max(a, b)`` of two times, compiled to a compare (the builtin is a generic call)."""
+    return a if a >= b else b
+
+
 def _free_slot(order: InOrder, slots: list[float], limit: int, env, t_issue: float):
     """Yield until a TCM input buffer frees; return the tile's issue time (never before
     the moment the wait ended)."""
     while len(slots) + len(order) >= limit:
         if slots:
-            return max(t_issue, env.now, heapq.heappop(slots))
+            return _later(_later(t_issue, sim_now(env)), heappop(slots))
         yield order.wait_first(env)
-    return max(t_issue, env.now)
+    return _later(t_issue, sim_now(env))
 
 
 def _wait_done(completions, env):
@@ -135,11 +141,15 @@ class GemmStream:
         self.b: TensorHandle = head.operands["b"]
         self.out: TensorHandle = head.out
         self.held, shape = feeder.planner.mapping(head, cmd.tile_shape)
-        self.tiles, (self.tm, self.tk, _), budget = feeder.planner.gemm_tiles(head, shape)
+        tiles, (tm, tk, _), budget = feeder.planner.gemm_tiles(head, shape)
+        self.tm: int = tm
+        self.tk: int = tk
+        self.tiles: tuple[GemmTile, ...] = tiles  # (typed: the loop reads each tile's fields)
         self.epilogues = tile_epilogues((head, *epilogues), 0)  # (per k tile, per output tile)
         self.bpe = (dtype_bytes(self.a.dtype), dtype_bytes(self.b.dtype),
                     dtype_bytes(self.out.dtype))
-        a, K = self.a, head.extra["k"]
+        a = self.a
+        K: int = head.extra["k"]
         # a skinny A row panel (decode) fits in the reserved TCM: fetch it with one DMA per
         # m tile instead of one small DMA per k step
         self.a_panel = (not a.pinned and not a.transposed and a.row_stride in (None, K)
@@ -154,43 +164,43 @@ class GemmStream:
     def run(self) -> Generator[Any, Any, float]:
         """The loop (a generator run by the feeder's process); returns the end time."""
         env, pe, dma = self.pe.env, self.pe, self.dma
-        a, b, K = self.a, self.b, self.head.extra["k"]
+        a, b = self.a, self.b
+        K: int = self.head.extra["k"]
         a_ready = max(self.t0, operand_ready(a, self.cmd)) if a.pinned else self.t0
         b_ready = max(self.t0, operand_ready(b, self.cmd)) if b.pinned else self.t0
         a_tile: float | Completion = self.t0
         panel_mi = -1
-        read = ("TileToken/DMA_READ", "DMA_READ")
         limit: int = pe.spec.pe.max_inflight_tiles
         for tile in self.tiles:
             t_issue = yield from _free_slot(self.order, self.slots, limit, env,
-                                            max(env.now, self.t0))
-            now = env.now
+                                            _later(sim_now(env), self.t0))
+            now = sim_now(env)
             if t_issue > now:
                 yield env.timeout(t_issue - now)
-                now = env.now
+                now = sim_now(env)
             if a.pinned:
                 a_tile = max(a_ready, now)
             elif self.a_panel and tile.mi != panel_mi:
                 panel_mi = tile.mi
                 a_tile = dma.read(view_va(a, tile.m0, 0), tile.m * K * self.bpe[0], now, now,
-                                  *read, _A)[1]
+                                  "TileToken/DMA_READ", "DMA_READ", _A)[1]
             elif not self.a_panel and tile.load_a:
                 a_tile = dma.read(view_va(a, tile.m0, tile.k0), tile.m * tile.k * self.bpe[0],
-                                  now, now, *read, _A)[1]
+                                  now, now, "TileToken/DMA_READ", "DMA_READ", _A)[1]
             b_tile = max(b_ready, now) if b.pinned else dma.read(
-                view_va(b, tile.k0, tile.n0), tile.k * tile.n * self.bpe[1], now, now, *read,
-                _B)[1]
+                view_va(b, tile.k0, tile.n0), tile.k * tile.n * self.bpe[1], now, now,
+                "TileToken/DMA_READ", "DMA_READ", _B)[1]
             self.order.add((a_tile, b_tile), lambda ready, tile=tile: self._book(tile, ready))
         yield from self.order.wait_all(env)
         end = yield from _wait_done(self.writes, env)
         return max(self.end, end)
 
-    def _book(self, tile, ready: float) -> None:
+    def _book(self, tile: GemmTile, ready: float) -> None:
         """The tile's stages (``Stages.gemm_tile``), then its DMA write for an HBM output."""
         pe, ops = self.pe, self.ops
         f1, g0, stored = ops.stages.gemm_tile(tile, ready, ops.floor, self.held, self.bpe,
                                               self.acc, self.epilogues)
-        heapq.heappush(self.slots, f1)
+        heappush(self.slots, f1)
         if self.box is None and pe.data is not None:
             self._compute_at(g0)
         if stored is None:
@@ -199,12 +209,12 @@ class GemmStream:
             self._commit(tile, stored)
             return
         write = self.dma.write(view_va(self.out, tile.m0, tile.n0),
-                               tile.m * tile.n * self.bpe[2], stored, pe.env.now,
+                               tile.m * tile.n * self.bpe[2], stored, sim_now(pe.env),
                                "TileToken/DMA_WRITE", "DMA_WRITE")[1]
         self.writes.append(write)
         write.then(lambda c, tile=tile: self._commit(tile, c.done_at))
 
-    def _commit(self, tile, done: float) -> None:
+    def _commit(self, tile: GemmTile, done: float) -> None:
         self.end = max(self.end, done)
         if self.box is not None:
             box, out, pe = self.box, self.out, self.pe
@@ -249,13 +259,13 @@ class MathStream:
         bpe_x = self.bpe[0]
         for off, n in chunks(self.out.numel, spec.tile_m * spec.tile_n):
             t_issue = yield from _free_slot(self.order, self.slots, spec.max_inflight_tiles, env,
-                                            max(env.now, self.t0))
-            if t_issue > env.now:
-                yield env.timeout(t_issue - env.now)
+                                            _later(sim_now(env), self.t0))
+            if t_issue > sim_now(env):
+                yield env.timeout(t_issue - sim_now(env))
             if x.pinned:
                 ready = max(t_issue, ready_at(x))
             else:
-                ready = self.dma.read(x.addr + off * bpe_x, n * bpe_x, t_issue, env.now,
+                ready = self.dma.read(x.addr + off * bpe_x, n * bpe_x, t_issue, sim_now(env),
                                       "TileToken/DMA_READ", "DMA_READ", _A)[1]
             self.order.add((ready,), lambda r, off=off, n=n: self._book(off, n, r))
         yield from self.order.wait_all(env)
@@ -283,11 +293,11 @@ class MathStream:
         s0, s1 = fs.store.book(t, fs.transfer_ns(n * bpe_o), now)
         ops.log(s0, s1, "pe_fetch_store", "memory", "TileToken/STORE", "STORE")
         self.first = f0 if self.first is None else self.first
-        heapq.heappush(self.slots, f1)
+        heappush(self.slots, f1)
         self.end = max(self.end, s1)
         if self.out.space == "hbm":
             self.writes.append(self.dma.write(self.out.addr + off * bpe_o, n * bpe_o, s1,
-                                              pe.env.now, "TileToken/DMA_WRITE", "DMA_WRITE")[1])
+                                              sim_now(pe.env), "TileToken/DMA_WRITE", "DMA_WRITE")[1])
 
     def _data(self, first: float, end: float) -> None:
         box, ops, op, x, out = {}, self.ops, self.op, self.x, self.out

@@ -30,7 +30,7 @@ from kernbench.components.clock import sim_now
 from kernbench.components.fabric import Fabric
 from kernbench.components.fair_share import CLASSES, FairShare
 from kernbench.components.flows import FlowSpec
-from kernbench.components.fluid_stream import Resource
+from kernbench.components.fluid_stream import Member, Resource
 from kernbench.components.share_policies import BULK, IPCQ
 from kernbench.isa.handles import Completion
 
@@ -271,9 +271,13 @@ class Transport:
 
 
 class _FairSend:
-    """One flow in fair mode: its legs started one after another as each arrives."""
+    """One flow in fair mode: its legs started one after another as each arrives. The
+    leg in flight is noted on the send itself, which the fair share calls when that leg
+    has arrived (no closure per leg: callgrind counted their allocation and release
+    among the costliest work of a weight-streaming GEMM's tiles)."""
 
-    __slots__ = ("transport", "flow", "cls", "comp", "arrive", "timing")
+    __slots__ = ("transport", "flow", "cls", "comp", "arrive", "timing", "_leg", "_leg_t0",
+                 "_leg_plan", "_leg_cap", "_leg_tail")
 
     def __init__(self, transport: Transport, flow: FlowSpec, vc: str, comp: Completion,
                  arrive, timing: list | None) -> None:
@@ -283,6 +287,11 @@ class _FairSend:
         self.comp = comp
         self.arrive = arrive
         self.timing = timing
+        self._leg = 0  # the data leg in flight: its index, start, plan, cap and tail
+        self._leg_t0 = 0.0
+        self._leg_plan: Any = None
+        self._leg_cap = 0.0
+        self._leg_tail = 0.0
 
     def advance(self, i: int, t: float) -> None:
         """Run legs ``i..`` from ``t``: commands add latency, a data leg drains."""
@@ -307,23 +316,23 @@ class _FairSend:
             if not resources:  # one node, no memory: nothing to drain
                 t, i = t + tail, i + 1  # (its tail is then the route's overheads)
                 continue
-            fair.start(streams[self.cls], resources, hop_caps,
-                          nbytes, cap, self.cls, t + lead, tail,
-                          lambda m, end, i=i, plan=plan, t0=t, cap=cap, tail=tail:
-                          self._leg_done(i, m, t0, end, plan, cap, tail))
+            self._leg, self._leg_t0, self._leg_plan = i, t, plan
+            self._leg_cap, self._leg_tail = cap, tail
+            fair.start(streams[self.cls], resources, hop_caps, nbytes, cap, self.cls, t + lead,
+                       tail, self)
             return
         self._finish(t)
 
-    def _leg_done(self, i: int, m, t0: float, end: float, plan, cap: float,
-                  tail: float) -> None:
-        """A data leg has arrived: record it (the time lost to sharing is its wait) and
-        start the next leg."""
+    def __call__(self, m: Member, end: float) -> None:
+        """The data leg in flight has arrived (``m``, at ``end``): record it (the time lost
+        to sharing is its wait) and start the next leg."""
         if self.timing is not None:
+            cap = self._leg_cap
             drain = m.nbytes / cap
-            lost = end - tail - m.start - drain
+            lost = end - self._leg_tail - m.start - drain
             lost = lost if lost > 1e-9 * end else 0.0  # alone: nothing lost but rounding
-            self.timing.append((plan, t0, end, lost, drain, cap, ()))
-        self.advance(i + 1, end)
+            self.timing.append((self._leg_plan, self._leg_t0, end, lost, drain, cap, ()))
+        self.advance(self._leg + 1, end)
 
     def _finish(self, t: float) -> None:
         """The last leg's arrival is fixed (it may lie ahead): the completion says so at

@@ -58,6 +58,7 @@ MODULES = (
     "kernbench.components.tiling",
     "kernbench.isa.handles",
     "kernbench.policy.address.mmu",
+    "kernbench.policy.address.phys_addr",
     "kernbench.policy.routing.router",
     "kernbench.sim_engine.op_log",
 )

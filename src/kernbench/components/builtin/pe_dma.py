@@ -17,6 +17,7 @@ from kernbench.components.builtin.engine import Engine
 from kernbench.components.builtin.pe_mmu import PeMmu
 from kernbench.components.builtin.pe_ops import view_va
 from kernbench.components.clock import sim_now
+from kernbench.components.stage_report import StageReport
 from kernbench.isa.commands import DmaReadCmd, DmaWriteCmd
 from kernbench.isa.handles import Completion, ready_at
 
@@ -32,11 +33,13 @@ class PeDma:
         self.mmu = mmu
         self.services = services
         self.flows: FlowBuilder = services.flows  # (typed: the compiled twin calls it directly)
+        self._send = services.network.send  # (bound once: not looked up per transfer)
         self.read_ch = Engine(node_id, 0.0)
         self.write_ch = Engine(node_id, 0.0)
         self.translate_ns = mmu.overhead_ns
         self.hold_ns = mmu.overhead_ns + overhead_ns
-        self._sinks: dict = {}  # stage -> where this DMA's transfers are recorded
+        self._sinks: dict[str, StageReport] = {}  # stage -> where its transfers are recorded
+        self._keep_records: bool = services.op_log.keep_records  # (fixed for an engine's life)
 
     def busy_report(self) -> dict[str, float]:
         """Time each channel was held (translation and descriptor processing)."""
@@ -58,17 +61,16 @@ class PeDma:
                   params: dict | None) -> tuple[float, Completion]:
         pa = self.mmu.translate_pa(va)
         start, _ = channel.book(max(ready, now), self.hold_ns, now)
-        services = self.services
         if is_read:
             flow = self.flows.pe_dma_read(self.sip, self.cube, self.pe, pa, nbytes)
         else:
             flow = self.flows.pe_dma_write(self.sip, self.cube, self.pe, pa, nbytes)
-        arrival = services.network.send(flow, start + self.translate_ns)
+        arrival: Completion = self._send(flow, start + self.translate_ns)
         sink = self._sinks.get(stage)
         if sink is None:
-            sink = self._sinks[stage] = services.op_log.sink(self.node_id, "memory", stage)
+            sink = self._sinks[stage] = self.services.op_log.sink(self.node_id, "memory", stage)
         p = None  # the record's parameters, built only when records are kept
-        if sink.log.keep_records:
+        if self._keep_records:
             p = {"va": va, "pa": pa.encode(), "nbytes": nbytes}
             if params:
                 p.update(params)

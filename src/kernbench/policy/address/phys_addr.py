@@ -18,6 +18,12 @@ from typing import NamedTuple
 
 from kernbench.topology import naming as nm
 
+try:  # (the decorator only instructs mypyc, which needs it to compile a tuple subclass)
+    from mypy_extensions import mypyc_attr
+except ImportError:  # pure Python without mypy installed: nothing to instruct
+    def mypyc_attr(*_args, **_kwargs):  # type: ignore[misc]  # (same use, looser types)
+        return lambda cls: cls
+
 PA_BITS = 51
 SIP_BITS, CUBE_BITS = 5, 6
 HBM_OFFSET_BITS = 39
@@ -55,6 +61,7 @@ _PE = UnitType.PE  # (a module constant: an enum member looked up per decode cos
 _HBM_OFFSET_MASK = (1 << HBM_OFFSET_BITS) - 1
 
 
+@mypyc_attr(native_class=False)
 class PhysAddr(_Fields):
     """A decoded physical address. ``kind`` is 'hbm' or 'pe_resource'.
 
@@ -65,7 +72,7 @@ class PhysAddr(_Fields):
     __slots__ = ()
 
     def __new__(cls, kind: str, sip: int, cube: int, hbm_offset: int = 0,
-                unit_type: UnitType = UnitType.PE, pe_id: int = 0,
+                unit_type: UnitType | int = UnitType.PE, pe_id: int = 0,
                 sub_offset: int = 0) -> PhysAddr:
         if kind == "hbm" and type(sip) is int and type(cube) is int \
                 and type(hbm_offset) is int and not pe_id and not sub_offset \

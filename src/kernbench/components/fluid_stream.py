@@ -19,9 +19,9 @@ per transfer its sending target on the stream's equal-share level ``level``
 
 from __future__ import annotations
 
-import heapq
 from collections import deque
 from collections.abc import Callable
+from heapq import heappop, heappush
 
 TINY = 1e-6  # bytes: what is left of a sent transfer or an emptied queue
 
@@ -41,14 +41,21 @@ class Resource:
 class Member:
     """One transfer in a stream."""
 
-    __slots__ = ("nbytes", "start", "target", "mark", "done")
+    __slots__ = ("nbytes", "start", "target", "seq", "mark", "done")
 
     def __init__(self, nbytes: int, start: float, done: Callable) -> None:
         self.nbytes = nbytes
         self.start = start  # when it joined (its bytes began to drain)
         self.target = 0.0  # the stream's level at which it has sent everything
+        self.seq = 0  # its place among its stream's transfers: ties of target break by it
         self.mark = 0.0  # the stream's sent count its last byte is behind
         self.done = done  # called with (member, arrival time)
+
+    def __lt__(self, other: Member) -> bool:
+        """Heap order of a stream's sending transfers: target, then joining order. (A
+        compiled compare of two floats; a tuple's tested each item for equality first.)"""
+        return self.target < other.target or (self.target == other.target
+                                              and self.seq < other.seq)
 
 
 class Stream:
@@ -77,7 +84,7 @@ class Stream:
         self.sent_bytes = 0.0
         self.delivered = 0.0  # sent_bytes less the bytes queued on the route
         self.targets = 0.0  # sum of the sending transfers' targets
-        self.sending: list[tuple[float, int, Member]] = []  # heap of (target, seq, member)
+        self.sending: list[Member] = []  # heap by (target, seq)
         self.sent: deque[Member] = deque()  # sent, in order, waiting for delivery
         self.t_last = now
         self.version = 0
@@ -98,7 +105,8 @@ class Stream:
         restarted = not self.sending
         m.target = self.level + m.nbytes
         self._seq += 1
-        heapq.heappush(self.sending, (m.target, self._seq, m))
+        m.seq = self._seq
+        heappush(self.sending, m)
         self.targets += m.target
         if restarted and not self.alone:
             self.arr[0] = self.resources[0].capacity  # a source sends back to back
@@ -140,8 +148,9 @@ class Stream:
     def _sent_out(self) -> None:
         """Move transfers that have sent everything to the delivery queue."""
         sending = self.sending
-        while sending and sending[0][0] <= self.level + TINY:
-            target, _, m = heapq.heappop(sending)
+        while sending and sending[0].target <= self.level + TINY:
+            m = heappop(sending)
+            target = m.target
             self.targets -= target
             m.mark = self.sent_bytes - max(0.0, self.level - target)
             self.sent.append(m)
@@ -182,7 +191,7 @@ class Stream:
         out, arr, backlog = self.out, self.arr, self.backlog
         dt = float("inf")
         if self.sending and out[0] > 0.0:
-            dt = (self.sending[0][0] - self.level) * len(self.sending) / out[0]
+            dt = (self.sending[0].target - self.level) * len(self.sending) / out[0]
         if self.sent and out[-1] > 0.0:
             dt = min(dt, (self.sent[0].mark - self.delivered) / out[-1])
         for k in self.queues:

@@ -94,13 +94,14 @@ class FairShare:
         if at <= sim_now(self.env):
             self._arrive(route, m)
         else:
-            self._pushed += 1
-            self._push(_Entry(at, self._pushed, None, 0, (route, m)))
+            self._push(at, None, 0, (route, m))
         return m
 
     # -- the event heap ------------------------------------------------------------------
-    def _push(self, entry: _Entry) -> None:
-        heappush(self._heap, entry)
+    def _push(self, t: float, stream: Stream | None, version: int, arrival: tuple | None) -> None:
+        """Add a step of ``stream`` (at its ``version``) or an ``arrival``, due at ``t``."""
+        self._pushed += 1
+        heappush(self._heap, _Entry(t, self._pushed, stream, version, arrival))
         if not self._waking:  # (a wake re-arms the timer once, when it is done)
             self._arm()
 
@@ -288,8 +289,7 @@ class FairShare:
             t = now + dt
             if dt > 0.0 and t <= now:  # too small to move the clock: the next float
                 t = math.nextafter(now, math.inf)
-            self._pushed += 1
-            self._push(_Entry(t, self._pushed, f, f.version, None))
+            self._push(t, f, f.version, None)
 
     def _max_min(self, now: float, seeds: Sequence[Resource],
                  touched: dict[int, Stream]) -> None:

@@ -95,8 +95,9 @@ class CompositeFeeder:
             if c.done_at is None:
                 yield c.waitable(env)
             t0 = max(t0, c.done_at)
-        if t0 > sim_now(env):
-            yield env.timeout(t0 - sim_now(env))
+        now = sim_now(env)
+        if t0 > now:
+            yield env.timeout(t0 - now)
         g = cmd.gemm_index
         if g is None:
             end = yield from self._math_composite(cmd, t0)
@@ -112,8 +113,9 @@ class CompositeFeeder:
             for op in cmd.ops[g + 1:]:
                 if op.scope is Scope.KERNEL:
                     end = self._after_head(op, cmd.ops[g].out, end)
-        if end > sim_now(env):
-            yield env.timeout(end - sim_now(env))
+        now = sim_now(env)
+        if end > now:
+            yield env.timeout(end - now)
         self._record(cmd, g, t0, end)
         comp.complete(end)
 

@@ -233,10 +233,11 @@ def execute_send(pe, cmd: IpcqSendCmd, t_issue: float, deps) -> Completion:
     slot = q.sent % q.cfg.slots
     q.sent += 1
     message = _Send(pe, cmd, q, t, flow, _Message(slot, src.shape, src.dtype, nbytes))
-    if t <= sim_now(pe.env):
+    now = sim_now(pe.env)
+    if t <= now:
         # a kernel that runs behind simulated time (it waited for a result that became
         # known late) sends now: the fabric has moved on, as for its DMAs (pe_dma)
-        message.t = sim_now(pe.env)
+        message.t = now
         return message.send()
     # send when simulated time reaches it (the fabric sees sends in time order) while
     # the kernel runs on: no switch to SimPy and back per message

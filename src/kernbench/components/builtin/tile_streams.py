@@ -103,19 +103,14 @@ class InOrder:
             yield self.items[-1].booked.waitable(env)
 
 
-def _later(a: float, b: float) -> float:
-    """``max(a, b)`` of two times, compiled to a compare (the builtin is a generic call)."""
-    return a if a >= b else b
-
-
 def _free_slot(order: InOrder, slots: list[float], limit: int, env, t_issue: float):
     """Yield until a TCM input buffer frees; return the tile's issue time (never before
     the moment the wait ended)."""
     while len(slots) + len(order) >= limit:
         if slots:
-            return _later(_later(t_issue, sim_now(env)), heappop(slots))
+            return max(max(t_issue, sim_now(env)), heappop(slots))
         yield order.wait_first(env)
-    return _later(t_issue, sim_now(env))
+    return max(t_issue, sim_now(env))
 
 
 def _wait_done(completions, env):
@@ -173,7 +168,7 @@ class GemmStream:
         limit: int = pe.spec.pe.max_inflight_tiles
         for tile in self.tiles:
             t_issue = yield from _free_slot(self.order, self.slots, limit, env,
-                                            _later(sim_now(env), self.t0))
+                                            max(sim_now(env), self.t0))
             now = sim_now(env)
             if t_issue > now:
                 yield env.timeout(t_issue - now)
@@ -259,9 +254,10 @@ class MathStream:
         bpe_x = self.bpe[0]
         for off, n in chunks(self.out.numel, spec.tile_m * spec.tile_n):
             t_issue = yield from _free_slot(self.order, self.slots, spec.max_inflight_tiles, env,
-                                            _later(sim_now(env), self.t0))
-            if t_issue > sim_now(env):
-                yield env.timeout(t_issue - sim_now(env))
+                                            max(sim_now(env), self.t0))
+            now = sim_now(env)
+            if t_issue > now:
+                yield env.timeout(t_issue - now)
             if x.pinned:
                 ready = max(t_issue, ready_at(x))
             else:

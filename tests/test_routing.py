@@ -16,6 +16,8 @@ from kernbench.policy.routing.router import AddressResolver, PathRouter
 from kernbench.topology import load_topology
 from kernbench.topology import naming as nm
 
+from .route_reference import full_search
+
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_TOPOLOGY = REPO / "config" / "topologies" / "default.yaml"
 
@@ -82,32 +84,8 @@ def reference_distance(graph, src: str, dst: str, excluded: frozenset[str]) -> f
 
 
 def reference_route(graph, src: str, dst: str, excluded: frozenset[str]) -> list[str]:
-    """Dijkstra with the router's tie rule written out: of equally short routes, the
-    one whose nodes were reached first (a node keeps the first predecessor that
-    reached it at its final distance; the frontier pops equal distances in the order
-    pushed; a node's edges are tried in the order of ``graph.edges``)."""
-    out: dict[str, list] = {}
-    for e in graph.edges:
-        out.setdefault(e.src, []).append(e)
-    dist, prev, done = {src: 0.0}, {}, set()
-    heap, pushed = [(0.0, 0, src)], 1
-    while heap:
-        d, _, node = heapq.heappop(heap)
-        if node in done:
-            continue
-        done.add(node)
-        if node == dst:
-            break
-        for e in out.get(node, []):
-            nd = d + (e.wire_ns + graph.nodes[e.dst].overhead_ns)  # an edge's weight, summed first
-            if e.kind not in excluded and nd < dist.get(e.dst, float("inf")):
-                dist[e.dst], prev[e.dst] = nd, node
-                heapq.heappush(heap, (nd, pushed, e.dst))
-                pushed += 1
-    path = [dst]
-    while path[-1] != src:
-        path.append(prev[path[-1]])
-    return path[::-1]
+    """The route a Dijkstra over the whole graph picks, with the router's tie rule."""
+    return full_search(graph, src, dst, excluded)[0]
 
 
 def path_cost(graph, path: list[str]) -> float:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from functools import cached_property
 from typing import Any
 
 from kernbench.isa.handles import TensorHandle
@@ -45,9 +44,11 @@ def extra_bytes(value: Any) -> int:
     return SCALAR_BYTES
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(eq=False, slots=True)
 class OpSpec:
-    """One op of a composite: named operands, scalar extras, optional output."""
+    """One op of a composite: named operands, scalar extras, optional output. Not frozen,
+    unlike the commands: a composite builds several per call, and a frozen dataclass's
+    constructor costs four times as much; nothing changes an op once built."""
 
     kind: str
     scope: Scope
@@ -57,10 +58,12 @@ class OpSpec:
 
     @property
     def logical_bytes(self) -> int:
-        return (1 + 1  # opcode + scope enum
+        size = (1 + 1  # opcode + scope enum
                 + 1 + HANDLE_BYTES * len(self.operands)
-                + (HANDLE_BYTES if self.out is not None else 0)
-                + 1 + sum(extra_bytes(v) for v in self.extra.values()))
+                + (HANDLE_BYTES if self.out is not None else 0) + 1)
+        for value in self.extra.values():
+            size += extra_bytes(value)
+        return size
 
 
 @dataclass(frozen=True, eq=False)
@@ -202,22 +205,29 @@ class CompositeCmd(PeCommand):
     waits_for_inputs = False
     needs_known_deps = False
 
-    @cached_property
-    def logical_bytes(self) -> int:  # read by the cap check, the dispatch cost and the log
-        return (FRAMING_BYTES + 1 + sum(op.logical_bytes for op in self.ops)
-                + 1 + HANDLE_BYTES * len(self.rw_handles))
+    # both computed once, when the command is built: the cap check, the dispatch cost and
+    # the log read the size, the scheduler the head GEMM's position (None: no GEMM)
+    size: int = field(init=False, repr=False)
+    gemm_index: int | None = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        size = FRAMING_BYTES + 1 + 1 + HANDLE_BYTES * len(self.rw_handles)
+        gemm = None
+        for i, op in enumerate(self.ops):
+            size += op.logical_bytes
+            if gemm is None and op.kind == "gemm":
+                gemm = i
+        object.__setattr__(self, "size", size)
+        object.__setattr__(self, "gemm_index", gemm)
+
+    @property
+    def logical_bytes(self) -> int:
+        return self.size
 
     def accesses(self) -> tuple[list[TensorHandle], list[TensorHandle]]:
         reads = [h for op in self.ops for h in op.operands.values()] + list(self.rw_handles)
         writes = [op.out for op in self.ops if op.out is not None] + list(self.rw_handles)
         return (reads, writes)
-
-    @property
-    def gemm_index(self) -> int | None:
-        for i, op in enumerate(self.ops):
-            if op.kind == "gemm":
-                return i
-        return None
 
 
 @dataclass(frozen=True, eq=False)

@@ -41,7 +41,7 @@ class KernelRunner:
         self._on_leave = on_leave
         self._describe_va = describe_va
         self._greenlet: greenlet | None = None
-        self.waiting_on: str | None = None
+        self._waiting: tuple[str, float | None] | None = None  # see ``waiting_on``
         self.started = False
         self.finished = False
         self.context = None  # the kernel's tl context (its scratch high-water mark, ...)
@@ -86,20 +86,31 @@ class KernelRunner:
                          f"{self.where})")
             return _Failure(exc)
 
-    def wait(self, event, what: str):
-        """Called from inside the kernel: suspend until ``event`` fires."""
-        self.waiting_on = what
+    @property
+    def waiting_on(self) -> str | None:
+        """What the suspended kernel waits for (deadlock reports); None when running.
+        Formatted only when asked: a kernel sleeps to its issue time at every DMA."""
+        if self._waiting is None:
+            return None
+        what, t = self._waiting
+        return what if t is None else f"{what} {t:.1f} ns"
+
+    def wait(self, event, what: str, until: float | None = None):
+        """Called from inside the kernel: suspend until ``event`` fires (``until``: the
+        time it fires at, when it is a timeout, for ``waiting_on``)."""
+        self._waiting = (what, until)
         try:
             value = self._greenlet.parent.switch(event)
         finally:
-            self.waiting_on = None
+            self._waiting = None
             if self._on_resume:
                 self._on_resume()
         return value
 
     def sleep_until(self, t: float, what: str = "time") -> None:
-        if t > self.env.now:
-            self.wait(self.env.timeout(t - self.env.now), f"{what} {t:.1f} ns")
+        now = self.env.now
+        if t > now:
+            self.wait(self.env.timeout(t - now), what, t)
 
     def _raised_by_kernel(self, exc: Exception) -> bool:
         """True when the innermost frame is the kernel's own source."""

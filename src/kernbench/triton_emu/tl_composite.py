@@ -155,8 +155,8 @@ class CompositeMixin:
         missing = [f for f in needed if f not in item]
         if missing:
             raise KernelMisuse(f"epilogue {kind!r} needs field(s) {missing}")
-        unknown = set(item) - {"op", "scope", *needed}
-        if unknown:
+        if len(item) > len(needed) + 1 + ("scope" in item):
+            unknown = set(item) - {"op", "scope", *needed}
             raise KernelMisuse(f"epilogue {kind!r} got unknown field(s) {sorted(unknown)}")
         if scope_name == "kernel" and out.space != "tcm":
             raise KernelMisuse(f"a kernel-scope epilogue ({kind!r}) runs once over the whole "

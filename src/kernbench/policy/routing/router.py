@@ -12,6 +12,8 @@ from heapq import heappop, heappush
 
 from kernbench.errors import RoutingError
 from kernbench.policy.address.phys_addr import PhysAddr, UnitType
+from kernbench.policy.routing import spurs
+from kernbench.policy.routing.spurs import Adjacency
 from kernbench.topology import naming as nm
 from kernbench.topology.graph import TopologyGraph
 
@@ -135,17 +137,21 @@ class _Reached:
 
 
 class _Search:
-    """A Dijkstra search from ``origin``, grown on demand: the distances found, each
-    node's predecessor, the frontier heap, the settled nodes and the push counter."""
+    """A Dijkstra search from ``origin`` (at distance ``d0``), grown on demand: the
+    distances found, each node's predecessor, the frontier heap, the settled nodes, the
+    push counter, and the edges it follows instead of the shared adjacency's (``local``:
+    its own spur's, ``spurs``)."""
 
-    __slots__ = ("best", "prev", "heap", "done", "pushed")
+    __slots__ = ("best", "prev", "heap", "done", "pushed", "local")
 
-    def __init__(self, origin: str) -> None:
-        self.best: dict[str, float] = {origin: 0.0}
+    def __init__(self, origin: str, d0: float = 0.0,
+                 local: dict[str, list[tuple[str, float]]] | None = None) -> None:
+        self.best: dict[str, float] = {origin: d0}
         self.prev: dict[str, str] = {}
-        self.heap: list[_Reached] = [_Reached(0.0, 0, origin)]
+        self.heap: list[_Reached] = [_Reached(d0, 0, origin)]
         self.done: set[str] = set()
         self.pushed = 1
+        self.local: dict[str, list[tuple[str, float]]] = local if local is not None else {}
 
 
 def _grow(state: _Search, adj: dict[str, list[tuple[str, float]]],
@@ -156,7 +162,7 @@ def _grow(state: _Search, adj: dict[str, list[tuple[str, float]]],
     steps gives the routes one full run gives. ``prev`` points toward the origin (a
     backward search over reversed edges points toward its goal).
     """
-    best, prev, heap, done = state.best, state.prev, state.heap, state.done
+    best, prev, heap, done, local = state.best, state.prev, state.heap, state.done, state.local
     if target is not None and target in done:
         return best, prev
     pushed = state.pushed
@@ -167,7 +173,8 @@ def _grow(state: _Search, adj: dict[str, list[tuple[str, float]]],
         if node in done:
             continue
         done.add(node)
-        for nxt, weight in adj.get(node, no_edges):
+        edges = local.get(node) if local else None
+        for nxt, weight in (edges if edges is not None else adj.get(node, no_edges)):
             cand = dist + weight
             if nxt not in best or cand < best[nxt]:
                 best[nxt] = cand
@@ -207,10 +214,15 @@ class PathRouter:
         self._edges = [(e.src, e.dst, e.kind, e.wire_ns + graph.nodes[e.dst].overhead_ns)
                        for e in graph.edges]
         self._adj = _Adjacency(self._edges)  # per policy, built on first use
+        # PE units and HBM controllers: skipped by searches that do not start or end there
+        self._spurs = spurs.find_spurs(graph.nodes, self._edges)
+        self._group = self._spurs.group_of
+        self._core: dict[str, Adjacency] = {}  # per policy: the adjacency without spurs
+        self._rcore: dict[str, Adjacency] = {}  # and of the reversed edges
         self._cache: dict[tuple[str, ...], tuple[tuple[str, ...], float]] = {}
         self._trees: dict[tuple[str, str], _Search] = {}  # (policy, source) -> search state
         self._rtrees: dict[tuple[str, str], _Search] = {}  # (policy, goal) -> reverse search
-        self._radj: dict[str, dict[str, list[tuple[str, float]]]] = {}
+        self._radj: dict[str, Adjacency] = {}
 
     # -- public API ------------------------------------------------------------
     def find_path(self, src_pe: str, dst_node: str) -> list[str]:
@@ -261,28 +273,22 @@ class PathRouter:
             if src == dst:
                 hit = ((src,), 0.0)
             else:
-                best, nxt = self._reverse_tree(policy, dst, src)
-                if src not in best:
+                found = self._chain(self._rtrees, self._reversed(policy), self._rcore, policy,
+                                    dst, src)
+                if found is None:
                     raise RoutingError(f"no path from {src} to {dst} (policy {policy!r})")
-                path = [src]
-                while path[-1] != dst:
-                    path.append(nxt[path[-1]])
-                hit = (tuple(path), best[src])
+                hit = (tuple(found[0]), found[1])
             self._cache[key] = hit
         return hit
 
-    def _reverse_tree(self, policy: str, goal: str, start: str):
+    def _reversed(self, policy: str) -> dict[str, list[tuple[str, float]]]:
         radj = self._radj.get(policy)
         if radj is None:
             radj = self._radj[policy] = {}
             for a, outs in self._adj[policy].items():
                 for b, weight in outs:
                     radj.setdefault(b, []).append((a, weight))
-        key = (policy, goal)
-        state = self._rtrees.get(key)
-        if state is None:
-            state = self._rtrees[key] = _Search(goal)
-        return _grow(state, radj, start)
+        return radj
 
     # -- internals -------------------------------------------------------------
     def _path(self, policy: str, start: str, goal: str) -> tuple[tuple[str, ...], float]:
@@ -293,25 +299,58 @@ class PathRouter:
                 raise RoutingError(f"node {node} not found in topology")
         if start == goal:
             return (start,), 0.0
-        best, prev = self._tree(policy, start, goal)
-        if goal not in best:
+        found = self._chain(self._trees, self._adj[policy], self._core, policy, start, goal)
+        if found is None:
             raise RoutingError(f"no path from {start} to {goal} (policy {policy!r})")
-        path = [goal]
-        while path[-1] != start:
-            path.append(prev[path[-1]])
-        return tuple(reversed(path)), best[goal]
+        return tuple(reversed(found[0])), found[1]
 
-    def _tree(self, policy: str, start: str, goal: str | None = None
-              ) -> tuple[dict[str, float], dict[str, str]]:
-        """Shortest-path tree from ``start``, grown only until ``goal`` is settled.
+    def _chain(self, trees: dict[tuple[str, str], _Search], adj: Adjacency,
+               cores: dict[str, Adjacency], policy: str, origin: str, target: str
+               ) -> tuple[list[str], float] | None:
+        """The nodes from ``target`` back to ``origin`` of a shortest route found by a
+        search grown from ``origin`` over ``adj``, and its length (None: unreachable).
+        The search skips other nodes' spurs; a target inside one is reached through its
+        attachment, then by a search inside it started at the attachment's distance."""
+        group = self._group.get(target)
+        if group is None or group == self._group.get(origin):
+            best, links = self._grown(trees, adj, cores, policy, origin, target)
+            if target not in best:
+                return None
+            chain, dist = [target], best[target]
+        else:
+            attachment = self._spurs.attachment[group]
+            best, links = self._grown(trees, adj, cores, policy, origin, attachment)
+            if attachment not in best:
+                return None
+            inside = spurs.inside(adj, self._spurs, group)
+            inner, back = _grow(_Search(attachment, best[attachment], inside), {}, target)
+            if target not in inner:
+                return None
+            chain, dist = [target], inner[target]
+            while chain[-1] != attachment:
+                chain.append(back[chain[-1]])
+        while chain[-1] != origin:
+            chain.append(links[chain[-1]])
+        return chain, dist
 
-        The search state is kept per source and resumed for the next goal, so a
-        route costs what reaching its goal costs (neighbours are found at once on
+    def _grown(self, trees: dict[tuple[str, str], _Search], adj: Adjacency,
+               cores: dict[str, Adjacency], policy: str, origin: str, target: str
+               ) -> tuple[dict[str, float], dict[str, str]]:
+        """The search from ``origin`` over ``adj`` without other nodes' spurs, grown only
+        until ``target`` is settled.
+
+        The search state is kept per origin and resumed for the next target, so a
+        route costs what reaching its target costs (neighbours are found at once on
         a 12 k-node system), and every route is the one a full Dijkstra gives:
         settled nodes are final, and ties break by insertion order either way.
         """
-        key = (policy, start)
-        state = self._trees.get(key)
+        key = (policy, origin)
+        state = trees.get(key)
         if state is None:
-            state = self._trees[key] = _Search(start)
-        return _grow(state, self._adj[policy], goal)
+            group = self._group.get(origin)
+            local = None if group is None else spurs.home(adj, self._spurs, group)
+            state = trees[key] = _Search(origin, 0.0, local)
+        core = cores.get(policy)
+        if core is None:
+            core = cores[policy] = spurs.core(adj, self._spurs)
+        return _grow(state, core, target)

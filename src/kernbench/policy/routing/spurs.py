@@ -1,0 +1,89 @@
+"""Dead-end groups of a topology graph ("spurs"): the part a route search may leave out.
+
+A PE's units hang off one NoC router, and so does each HBM controller: every edge
+between such a group and the rest of the graph touches that one node, its
+attachment. A shortest route between two nodes outside a group never enters it
+(it would have to leave through the node it came in by), and a node inside it
+never lowers a distance outside it. So a search that skips every group but its
+own source's settles the other nodes in the same order, with the same distances
+and predecessors, as one that does not -- on a topology two thirds of whose
+nodes are PE units and HBM controllers (docs/adr/0064). A route into another
+group is the route to its attachment followed by a search inside the group,
+started at the attachment's distance so that the sums are the same floats.
+
+A group qualifies only when the graph confirms it (one attachment, itself outside
+every group); any other grouping is simply searched in full.
+"""
+
+from __future__ import annotations
+
+from kernbench.topology.graph import Node
+
+Adjacency = dict[str, list[tuple[str, float]]]
+
+
+class Spurs:
+    """The groups that qualify: ``group_of`` a node (absent: in none), and per group
+    number its ``members`` and its ``attachment``."""
+
+    __slots__ = ("group_of", "members", "attachment")
+
+    def __init__(self, group_of: dict[str, int], members: list[list[str]],
+                 attachment: list[str]) -> None:
+        self.group_of, self.members, self.attachment = group_of, members, attachment
+
+
+def find_spurs(nodes: dict[str, Node], edges: list[tuple[str, str, str, float]]) -> Spurs:
+    """The groups of ``nodes`` that qualify: the units of one PE, one HBM controller."""
+    candidates: dict[tuple, list[str]] = {}
+    for node_id, node in nodes.items():
+        attrs = node.attrs
+        if "pe" in attrs and node.kind != "router":
+            key = (attrs.get("sip"), attrs.get("cube"), attrs["pe"], node.kind == "hbm_ctrl")
+            candidates.setdefault(key, []).append(node_id)
+    member = {n: key for key, group in candidates.items() for n in group}
+    outside: dict[tuple, set[str]] = {key: set() for key in candidates}
+    for src, dst, _, _ in edges:
+        a, b = member.get(src), member.get(dst)
+        if a != b:
+            if a is not None:
+                outside[a].add(dst)
+            if b is not None:
+                outside[b].add(src)
+    found = Spurs({}, [], [])
+    for key, group in candidates.items():
+        ends = outside[key]
+        if len(ends) != 1 or next(iter(ends)) in member:
+            continue
+        for n in group:
+            found.group_of[n] = len(found.members)
+        found.members.append(group)
+        found.attachment.append(next(iter(ends)))
+    return found
+
+
+def core(adj: Adjacency, spurs: Spurs) -> Adjacency:
+    """``adj`` without the groups: edges into them dropped, in their order otherwise."""
+    group_of = spurs.group_of
+    return {n: [e for e in outs if e[0] not in group_of]
+            for n, outs in adj.items() if n not in group_of}
+
+
+def inside(adj: Adjacency, spurs: Spurs, group: int) -> Adjacency:
+    """The edges a search within ``group`` follows: the group's own, and the
+    attachment's into it (in their order)."""
+    local = {n: adj.get(n, []) for n in spurs.members[group]}
+    attachment = spurs.attachment[group]
+    local[attachment] = [e for e in adj.get(attachment, [])
+                         if spurs.group_of.get(e[0]) == group]
+    return local
+
+
+def home(adj: Adjacency, spurs: Spurs, group: int) -> Adjacency:
+    """What a search from a node of ``group`` follows beyond the core: the group's own
+    edges and all of its attachment's but those into other groups."""
+    local = {n: adj.get(n, []) for n in spurs.members[group]}
+    attachment = spurs.attachment[group]
+    local[attachment] = [e for e in adj.get(attachment, [])
+                         if spurs.group_of.get(e[0], group) == group]
+    return local

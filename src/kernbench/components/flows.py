@@ -39,6 +39,20 @@ class FlowSpec(NamedTuple):
     dst: str | PhysAddr = ""  # (formatted only when the op log is read)
 
 
+def _leg(label: str, nodes: tuple[str, ...], nbytes: int, hbm_node: str | None = None,
+         hbm_offset: int = 0, hbm_at_start: bool = False, continues: bool = False) -> LegSpec:
+    """``LegSpec(...)`` without the named tuple's constructor, an interpreted function
+    (legs are made per transfer; callgrind: ~2 k instructions each, most of it that)."""
+    return tuple.__new__(LegSpec, (label, nodes, nbytes, hbm_node, hbm_offset, hbm_at_start,
+                                   continues))
+
+
+def _flow(kind: str, initiator: str, nbytes: int, legs: tuple[LegSpec, ...],
+          src: str | PhysAddr, dst: str | PhysAddr) -> FlowSpec:
+    """``FlowSpec(...)``, made the same way as :func:`_leg`."""
+    return tuple.__new__(FlowSpec, (kind, initiator, nbytes, legs, src, dst))
+
+
 def _join(*paths) -> tuple[str, ...]:
     """Concatenate routes that share their junction node."""
     out: list[str] = []
@@ -137,10 +151,10 @@ class FlowBuilder:
             hit = self._routes[key] = (_join((tcm,), self.router.find_path(src_pe, dst_node)),)
         path = hit[0]
         if dst.kind == "hbm":
-            leg = LegSpec("data", path, nbytes, dst_node, dst.hbm_offset % self.slice_bytes)
+            leg = _leg("data", path, nbytes, dst_node, dst.hbm_offset % self.slice_bytes)
         else:
-            leg = LegSpec("data", path, nbytes)
-        return FlowSpec("pe_dma_write", path[1], nbytes, (leg,), path[0], dst)
+            leg = _leg("data", path, nbytes)
+        return _flow("pe_dma_write", path[1], nbytes, (leg,), path[0], dst)
 
     def pe_dma_read(self, sip: int, cube: int, pe: int, src: PhysAddr, nbytes: int) -> FlowSpec:
         """Request to the source, then data back into this PE's TCM."""
@@ -156,11 +170,11 @@ class FlowBuilder:
             hit = self._routes[key] = (self._command_leg(cmd), _join(back, (dma, tcm)))
         cmd_leg, data = hit
         if src.kind == "hbm":
-            leg = LegSpec("data", data, nbytes, src_node, src.hbm_offset % self.slice_bytes,
-                          True, True)
+            leg = _leg("data", data, nbytes, src_node, src.hbm_offset % self.slice_bytes,
+                       True, True)
         else:
-            leg = LegSpec("data", data, nbytes, None, 0, True, True)
-        return FlowSpec("pe_dma_read", cmd_leg.nodes[0], nbytes, (cmd_leg, leg), src, data[-1])
+            leg = _leg("data", data, nbytes, None, 0, True, True)
+        return _flow("pe_dma_read", cmd_leg.nodes[0], nbytes, (cmd_leg, leg), src, data[-1])
 
     def pe_message(self, src: tuple[int, int, int], dst: tuple[int, int, int],
                    nbytes: int) -> FlowSpec:
@@ -175,8 +189,8 @@ class FlowBuilder:
             return (_join((nm.pe_unit(*src, "pe_tcm"),), route, (nm.pe_unit(*dst, "pe_tcm"),)),)
 
         (path,) = self._cached(("pe_message", src, dst), build)
-        leg = LegSpec("data", path, nbytes)
-        return FlowSpec("pe_message", path[1], nbytes, (leg,), path[0], path[-1])
+        leg = _leg("data", path, nbytes)
+        return _flow("pe_message", path[1], nbytes, (leg,), path[0], path[-1])
 
     def ipcq_message(self, src: tuple[int, int, int], dst: tuple[int, int, int],
                      tier: str) -> tuple[str, ...]:
@@ -242,10 +256,10 @@ class FlowBuilder:
 
         (path,) = self._cached(("ipcq_copy", pe, tier, dst_node), build)
         if dst is not None and dst.kind == "hbm":
-            leg = LegSpec("data", path, nbytes, dst_node, dst.hbm_offset % self.slice_bytes)
+            leg = _leg("data", path, nbytes, dst_node, dst.hbm_offset % self.slice_bytes)
         else:
-            leg = LegSpec("data", path, nbytes)
-        return FlowSpec("ipcq_copy", path[1], nbytes, (leg,), slot, dst or path[-1])
+            leg = _leg("data", path, nbytes)
+        return _flow("ipcq_copy", path[1], nbytes, (leg,), slot, dst or path[-1])
 
     def _command_leg(self, path: tuple[str, ...]) -> LegSpec:
         """The (cached) zero-byte leg over ``path``: commands are all alike."""
@@ -258,7 +272,7 @@ class FlowBuilder:
         """A zero-byte control message through ``stops`` (command links allowed)."""
         (path,) = self._cached(("command", stops), lambda: (_join(*(
             self._command_route(a, b) for a, b in zip(stops, stops[1:], strict=False))),))
-        return FlowSpec("command", path[0], 0, (self._command_leg(path),), path[0], path[-1])
+        return _flow("command", path[0], 0, (self._command_leg(path),), path[0], path[-1])
 
     def _command_route(self, a: str, b: str) -> tuple[str, ...]:
         # toward a hub (the host, an IO CPU) many sources share one backward search

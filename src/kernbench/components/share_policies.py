@@ -22,13 +22,14 @@ served first and bulk transfers share what it leaves
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:  # (typed, the compiled twin reads a stream's rates without a lookup)
     from kernbench.components.fluid_stream import Stream
 
-IPCQ, BULK = 0, 1  # service classes, served in this order
-EPS = 1e-9  # relative slack
+IPCQ: Final = 0  # service classes, served in this order
+BULK: Final = 1
+EPS: Final = 1e-9  # relative slack
 
 
 def arrivals_fit(inputs: list[tuple[Stream, int]], capacity: float) -> bool:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from kernbench.components.clock import sim_now
 from kernbench.components.fabric import Fabric
@@ -35,7 +35,7 @@ from kernbench.components.share_policies import BULK, IPCQ
 from kernbench.isa.handles import Completion
 
 SHARING = ("interleaved", "max_min", "fifo")
-_LEG_PLANS = 1 << 16  # leg plans cached per transport, at most
+_LEG_PLANS: Final = 1 << 16  # leg plans cached per transport, at most
 
 
 class LegPlan(NamedTuple):

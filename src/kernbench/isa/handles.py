@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
-from kernbench.isa.dtypes import dtype_bytes
+from kernbench.isa import dtypes
+
+# (Final: the compiled twin keeps these in C statics, not looked up by name per call; ADR 0065)
+dtype_bytes: Final = dtypes.dtype_bytes
 
 # The arithmetic of handles (``a + b`` in a kernel is ``tl.add(a, b)``): the ``tl``
 # surface installs it (:func:`set_arithmetic`), so this layer never imports it.

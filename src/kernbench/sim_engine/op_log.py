@@ -12,7 +12,7 @@ from array import array
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 
@@ -66,7 +66,7 @@ def union_ns(starts: Sequence[float], ends: Sequence[float]) -> float:
     return total
 
 
-_BATCH = 4096  # closed intervals a stage log gathers before it extends its arrays
+_BATCH: Final = 4096  # closed intervals a stage log gathers before it extends its arrays
 
 
 class StageLog:

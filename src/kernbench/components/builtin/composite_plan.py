@@ -14,7 +14,7 @@ and one booking per merged busy run.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from kernbench.components.builtin import gemm_array
 from kernbench.components.builtin.pe_stages import FETCH, GEMM, MATH, STAGES, STORE, Stages
@@ -23,7 +23,7 @@ from kernbench.isa.commands import OpSpec, Scope
 from kernbench.isa.dtypes import dtype_bytes
 
 ACC_BYTES = 4  # composite accumulators are f32
-_KERNEL = Scope.KERNEL  # (a module constant: looking up an enum member on each op costs)
+_KERNEL: Final = Scope.KERNEL  # (a module constant: looking up an enum member on each op costs)
 
 
 @dataclass(frozen=True)

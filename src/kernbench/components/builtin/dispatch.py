@@ -14,14 +14,15 @@ completion and signals it later (``Completion.complete``).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Final
 
 from kernbench.isa.commands import PeCommand
 from kernbench.isa.handles import Completion
 
 Executor = Callable[..., Completion]
 
-_EXECUTORS: dict[type, Executor] = {}
-_RESOLVED: dict[type, Executor] = {}  # command type -> executor, after the MRO walk
+_EXECUTORS: Final[dict[type, Executor]] = {}
+_RESOLVED: Final[dict[type, Executor]] = {}  # command type -> executor, after the MRO walk
 
 
 def executes(*command_types: type[PeCommand]) -> Callable[[Executor], Executor]:

@@ -21,9 +21,14 @@ issued.
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
+import bisect
+from typing import Final
 
 from kernbench.isa.handles import Completion, TensorHandle
+
+# (Final: the compiled twin keeps these in C statics, not looked up by name per call; ADR 0065)
+bisect_left: Final = bisect.bisect_left
+bisect_right: Final = bisect.bisect_right
 
 Range = tuple[str, int, int]
 

@@ -35,7 +35,7 @@ from kernbench.geometry.ipcq import ALLOWED, IpcqConfig, opposite
 from kernbench.isa.commands import IpcqRecvCmd, IpcqSendCmd
 from kernbench.isa.dtypes import np_dtype
 from kernbench.isa.handles import Completion, ready_at
-from kernbench.policy.address.phys_addr import PhysAddr
+from kernbench.policy.address.phys_addr import PhysAddr, decode_pa
 from kernbench.topology import naming as nm
 
 Coord = tuple[int, int, int]
@@ -293,10 +293,10 @@ def _take(pe, q: IpcqQueue, cmd: IpcqRecvCmd, msg: _Message, t: float) -> Comple
         flow = q.copies.get(key)
         if flow is None:
             flow = q.copies[key] = services.flows.ipcq_copy(
-                q.dst, q.space, PhysAddr.decode(addr), None, msg.nbytes)
+                q.dst, q.space, decode_pa(addr), None, msg.nbytes)
         done = pe.network.send(flow, start)
     else:
-        flow = services.flows.ipcq_copy(q.dst, q.space, PhysAddr.decode(addr),
+        flow = services.flows.ipcq_copy(q.dst, q.space, decode_pa(addr),
                                         pe.mmu.translate_pa(dst.addr), msg.nbytes)
         done = pe.network.send(flow, start)
     done.label = "receive"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kernbench.policy.address.mmu import PageTableMmu
-from kernbench.policy.address.phys_addr import PhysAddr
+from kernbench.policy.address.phys_addr import PhysAddr, decode_pa
 
 
 class PeMmu(PageTableMmu):
@@ -13,4 +13,4 @@ class PeMmu(PageTableMmu):
         self.overhead_ns = overhead_ns
 
     def translate_pa(self, va: int) -> PhysAddr:
-        return PhysAddr.decode(self.translate(va))
+        return decode_pa(self.translate(va))

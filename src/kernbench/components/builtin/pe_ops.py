@@ -6,12 +6,15 @@ data-mode reads and commits at the stage times.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from kernbench.components.builtin.pe_stages import Stages
 from kernbench.components.clock import sim_now
-from kernbench.isa.dtypes import dtype_bytes
+from kernbench.isa import dtypes
 from kernbench.isa.handles import TensorHandle, ready_at
+
+# (Final: the compiled twin keeps these in C statics, not looked up by name per call; ADR 0065)
+dtype_bytes: Final = dtypes.dtype_bytes
 
 if TYPE_CHECKING:
     from kernbench.components.builtin.pe_cpu import PeCpu

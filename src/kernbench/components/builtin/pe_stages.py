@@ -13,7 +13,7 @@ drift apart.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from kernbench.components.stage_report import StageReport
 from kernbench.components.tiling import GemmTile
@@ -23,13 +23,18 @@ if TYPE_CHECKING:  # (typed so the compiled twin calls the engines directly)
     from kernbench.components.builtin.pe_gemm import GemmEngine
     from kernbench.components.builtin.pe_math import MathEngine
 
-FETCH, GEMM, MATH, STORE = "fetch", "gemm", "math", "store"
+FETCH: Final = "fetch"
+GEMM: Final = "gemm"
+MATH: Final = "math"
+STORE: Final = "store"
 # (engine, unit in the PE's ids, op kind, stage) of each engine a chain books
 STAGES = ((FETCH, "pe_fetch_store", "memory", "FETCH"), (GEMM, "pe_gemm", "gemm", "GEMM"),
           (MATH, "pe_math", "math", "MATH"), (STORE, "pe_fetch_store", "memory", "STORE"))
 _REPORT = {engine: (unit, kind, stage) for engine, unit, kind, stage in STAGES}
-_TILE_FETCH, _TILE_GEMM = "TileToken/FETCH", "TileToken/GEMM"
-_TILE_MATH, _TILE_STORE = "TileToken/MATH", "TileToken/STORE"
+_TILE_FETCH: Final = "TileToken/FETCH"
+_TILE_GEMM: Final = "TileToken/GEMM"
+_TILE_MATH: Final = "TileToken/MATH"
+_TILE_STORE: Final = "TileToken/STORE"
 
 
 class NameCounts(StageReport):

@@ -14,7 +14,7 @@ Layout, most significant bit first (see docs/adr/0004-physical-address-layout.md
 from __future__ import annotations
 
 from enum import IntEnum
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 from kernbench.topology import naming as nm
 
@@ -24,16 +24,20 @@ except ImportError:  # pure Python without mypy installed: nothing to instruct
     def mypyc_attr(*_args, **_kwargs):  # type: ignore[misc]  # (same use, looser types)
         return lambda cls: cls
 
-PA_BITS = 51
-SIP_BITS, CUBE_BITS = 5, 6
-HBM_OFFSET_BITS = 39
-UNIT_BITS, PE_BITS, SUB_OFFSET_BITS = 2, 5, 32
+# (Final: the compiled twin folds them into its code instead of looking them up)
+PA_BITS: Final = 51
+SIP_BITS: Final = 5
+CUBE_BITS: Final = 6
+HBM_OFFSET_BITS: Final = 39
+UNIT_BITS: Final = 2
+PE_BITS: Final = 5
+SUB_OFFSET_BITS: Final = 32
 
-_SIP_SHIFT = PA_BITS - SIP_BITS  # 46
-_CUBE_SHIFT = _SIP_SHIFT - CUBE_BITS  # 40
-_REGION_SHIFT = _CUBE_SHIFT - 1  # 39
-_UNIT_SHIFT = _REGION_SHIFT - UNIT_BITS  # 37
-_PE_SHIFT = _UNIT_SHIFT - PE_BITS  # 32
+_SIP_SHIFT: Final = PA_BITS - SIP_BITS  # 46
+_CUBE_SHIFT: Final = _SIP_SHIFT - CUBE_BITS  # 40
+_REGION_SHIFT: Final = _CUBE_SHIFT - 1  # 39
+_UNIT_SHIFT: Final = _REGION_SHIFT - UNIT_BITS  # 37
+_PE_SHIFT: Final = _UNIT_SHIFT - PE_BITS  # 32
 
 
 class UnitType(IntEnum):
@@ -57,8 +61,9 @@ class _Fields(NamedTuple):
     sub_offset: int = 0
 
 
-_PE = UnitType.PE  # (a module constant: an enum member looked up per decode costs)
-_HBM_OFFSET_MASK = (1 << HBM_OFFSET_BITS) - 1
+_PE: Final = UnitType.PE  # (a module constant: an enum member looked up per decode costs)
+_UNITS: Final = tuple(UnitType)  # by code: indexing beats calling the enum
+_HBM_OFFSET_MASK: Final = (1 << HBM_OFFSET_BITS) - 1
 
 
 @mypyc_attr(native_class=False)
@@ -133,18 +138,7 @@ class PhysAddr(_Fields):
 
     @classmethod
     def decode(cls, value: int) -> PhysAddr:
-        if type(value) is not int or value < 0 or value >> PA_BITS:
-            _check("physical address", value, PA_BITS)  # (raises unless an int subclass)
-        sip = value >> _SIP_SHIFT
-        cube = (value >> _CUBE_SHIFT) & ((1 << CUBE_BITS) - 1)
-        if not (value >> _REGION_SHIFT) & 1:  # (in range by the check above: no re-check)
-            return tuple.__new__(cls, ("hbm", sip, cube, value & _HBM_OFFSET_MASK, _PE, 0, 0))
-        unit = (value >> _UNIT_SHIFT) & ((1 << UNIT_BITS) - 1)
-        if unit > max(UnitType):
-            raise ValueError(f"physical address {value:#x} has reserved unit type {unit}")
-        return cls("pe_resource", sip, cube, unit_type=UnitType(unit),
-                   pe_id=(value >> _PE_SHIFT) & ((1 << PE_BITS) - 1),
-                   sub_offset=value & ((1 << SUB_OFFSET_BITS) - 1))
+        return decode_pa(value)
 
     def offset_by(self, nbytes: int) -> PhysAddr:
         """The address ``nbytes`` further on in the same unit."""
@@ -158,3 +152,21 @@ class PhysAddr(_Fields):
             return f"hbm({nm.cube_prefix(self.sip, self.cube)}+{self.hbm_offset:#x})"
         return (f"{self.unit_type.name.lower()}({nm.pe_prefix(self.sip, self.cube, self.pe_id)}"
                 f"+{self.sub_offset:#x})")
+
+
+def decode_pa(value: int) -> PhysAddr:
+    """The :class:`PhysAddr` an encoded address names (``PhysAddr.decode``). A function:
+    compiled callers reach it directly, where the class method of a non-native class
+    is found by name on every call (~3 k instructions a DMA)."""
+    if type(value) is not int or value < 0 or value >> PA_BITS:
+        _check("physical address", value, PA_BITS)  # (raises unless an int subclass)
+    sip = value >> _SIP_SHIFT
+    cube = (value >> _CUBE_SHIFT) & ((1 << CUBE_BITS) - 1)
+    if not (value >> _REGION_SHIFT) & 1:  # (in range by the check above: no re-check)
+        return tuple.__new__(PhysAddr, ("hbm", sip, cube, value & _HBM_OFFSET_MASK, _PE, 0, 0))
+    unit = (value >> _UNIT_SHIFT) & ((1 << UNIT_BITS) - 1)
+    if unit >= len(_UNITS):
+        raise ValueError(f"physical address {value:#x} has reserved unit type {unit}")
+    return tuple.__new__(PhysAddr, ("pe_resource", sip, cube, 0, _UNITS[unit],
+                                    (value >> _PE_SHIFT) & ((1 << PE_BITS) - 1),
+                                    value & ((1 << SUB_OFFSET_BITS) - 1)))

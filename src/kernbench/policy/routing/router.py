@@ -8,14 +8,19 @@ breaks ties by insertion order, so a route is a pure function of the graph.
 
 from __future__ import annotations
 
-from heapq import heappop, heappush
+import heapq
+from typing import Final
 
 from kernbench.errors import RoutingError
-from kernbench.policy.address.phys_addr import PhysAddr, UnitType
+from kernbench.policy.address.phys_addr import PhysAddr, UnitType, decode_pa
 from kernbench.policy.routing import spurs
 from kernbench.policy.routing.spurs import Adjacency
 from kernbench.topology import naming as nm
 from kernbench.topology.graph import TopologyGraph
+
+# (Final: the compiled twin keeps these in C statics, not looked up by name per call; ADR 0065)
+heappop: Final = heapq.heappop
+heappush: Final = heapq.heappush
 
 # Edge kinds that leave a cube; same-cube routes may not use them.
 LEAVE_CUBE_KINDS = frozenset({
@@ -82,7 +87,7 @@ class AddressResolver:
         return node_id
 
     def resolve(self, addr: PhysAddr | int) -> str:
-        pa = PhysAddr.decode(addr) if isinstance(addr, int) else addr
+        pa = decode_pa(addr) if isinstance(addr, int) else addr
         if pa.kind == "hbm":
             key = (pa.sip, pa.cube, pa.hbm_offset // self._hbm_slice_bytes)
             node = self._hbm.get(key)

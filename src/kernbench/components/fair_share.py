@@ -42,7 +42,7 @@ from kernbench.components.share_policies import (
 heappop: Final = heapq.heappop
 heappush: Final = heapq.heappush
 
-CLASSES = {"ipcq": IPCQ, "bulk": BULK}
+CLASSES: Final = {"ipcq": IPCQ, "bulk": BULK}
 POLICIES = ("interleaved", "max_min")
 _PROPAGATION_BUDGET: Final = 1_000_000  # resources served for one change, at most
 _RATE_TOLERANCE: Final = 1e-12  # relative: smaller changes of a rate are float noise

@@ -19,8 +19,8 @@ import numpy as np
 from kernbench.components.stage_report import StageReport
 from kernbench.topology import naming as nm
 
-OP_KINDS = ("memory", "gemm", "math", "control", "unknown")
-_KINDS = frozenset(OP_KINDS)
+OP_KINDS: Final = ("memory", "gemm", "math", "control", "unknown")
+_KINDS: Final = frozenset(OP_KINDS)
 
 
 @dataclass(slots=True)

@@ -18,6 +18,8 @@ simulation events (docs/adr/0027-planned-composites.md, 0028).
 
 from __future__ import annotations
 
+from typing import Final
+
 import numpy as np
 
 from kernbench.components.builtin.composite_plan import (
@@ -37,6 +39,8 @@ from kernbench.components.builtin.tile_streams import GemmStream, MathStream
 from kernbench.components.clock import sim_now
 from kernbench.isa.commands import CompositeCmd, OpSpec, Scope
 from kernbench.isa.handles import Completion
+
+_KERNEL: Final = Scope.KERNEL  # (Final: a C static in the compiled twin; ADR 0065)
 
 
 @executes(CompositeCmd)
@@ -108,10 +112,10 @@ class CompositeFeeder:
             for op in cmd.ops[:g]:
                 end = self._single_shot(op, end)
             self.prologue_ns += end - t0
-            epilogues = [op for op in cmd.ops[g + 1:] if op.scope is not Scope.KERNEL]
+            epilogues = [op for op in cmd.ops[g + 1:] if op.scope is not _KERNEL]
             end = yield from self._gemm_loop(cmd, cmd.ops[g], epilogues, end)
             for op in cmd.ops[g + 1:]:
-                if op.scope is Scope.KERNEL:
+                if op.scope is _KERNEL:
                     end = self._after_head(op, cmd.ops[g].out, end)
         now = sim_now(env)
         if end > now:
@@ -199,7 +203,7 @@ class CompositeFeeder:
         if self.pe.data is not None:
             steps = iter(plan.steps)
             for i, op in enumerate(ops):
-                if i == g or op.scope is not Scope.KERNEL:
+                if i == g or op.scope is not _KERNEL:
                     continue
                 s0, s1 = next(steps)
                 if i < g or op.out is not None:
@@ -217,9 +221,9 @@ class CompositeFeeder:
         end = t0
         for i, op in enumerate(cmd.ops):
             if head_i is not None and i == head_i:
-                epi = [e for e in cmd.ops[i + 1:] if e.scope is not Scope.KERNEL]
+                epi = [e for e in cmd.ops[i + 1:] if e.scope is not _KERNEL]
                 end = yield from MathStream(self, op, epi, end).run()
-            elif op.scope is Scope.KERNEL:
+            elif op.scope is _KERNEL:
                 end = (self._after_head(op, cmd.ops[head_i].out, end)
                        if head_i is not None and i > head_i else self._single_shot(op, end))
         return end

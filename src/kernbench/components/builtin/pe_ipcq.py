@@ -86,15 +86,15 @@ class PeIpcq:
         self.config: IpcqConfig | None = None
 
     def _queue(self, table: dict[str, IpcqQueue], direction: str, verb: str) -> IpcqQueue:
+        q = table.get(direction)  # (queues are installed under known directions only)
+        if q is not None:
+            return q
         if opposite(direction) is None:
             raise KernelMisuse(f"tl.{verb} on {self.pe.prefix}: unknown direction {direction!r} "
                                f"(allowed: {ALLOWED})")
-        q = table.get(direction)
-        if q is None:
-            have = ", ".join(sorted(self.neighbours)) or "none: no process group installed IPCQ"
-            raise KernelMisuse(f"tl.{verb} on {self.pe.prefix}: direction {direction!r} has no "
-                               f"neighbour (this PE's directions: {have})")
-        return q
+        have = ", ".join(sorted(self.neighbours)) or "none: no process group installed IPCQ"
+        raise KernelMisuse(f"tl.{verb} on {self.pe.prefix}: direction {direction!r} has no "
+                           f"neighbour (this PE's directions: {have})")
 
     def queue_out(self, direction: str) -> IpcqQueue:
         return self._queue(self.out, direction, "send")

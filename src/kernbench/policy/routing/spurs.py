@@ -6,8 +6,8 @@ attachment. A shortest route between two nodes outside a group never enters it
 (it would have to leave through the node it came in by), and a node inside it
 never lowers a distance outside it. So a search that skips every group but its
 own source's settles the other nodes in the same order, with the same distances
-and predecessors, as one that does not -- on a topology two thirds of whose
-nodes are PE units and HBM controllers (docs/adr/0064). A route into another
+and predecessors, as one that does not -- on topologies where three nodes in five
+are PE units or HBM controllers (docs/adr/0064). A route into another
 group is the route to its attachment followed by a search inside the group,
 started at the attachment's distance so that the sums are the same floats.
 

@@ -327,7 +327,7 @@ class PathRouter:
             best, links = self._grown(trees, adj, cores, policy, origin, attachment)
             if attachment not in best:
                 return None
-            inside = spurs.inside(adj, self._spurs, group)
+            inside = spurs.edges_of(adj, self._spurs, group, leaving=False)
             inner, back = _grow(_Search(attachment, best[attachment], inside), {}, target)
             if target not in inner:
                 return None
@@ -353,7 +353,8 @@ class PathRouter:
         state = trees.get(key)
         if state is None:
             group = self._group.get(origin)
-            local = None if group is None else spurs.home(adj, self._spurs, group)
+            local = None if group is None else spurs.edges_of(adj, self._spurs, group,
+                                                               leaving=True)
             state = trees[key] = _Search(origin, 0.0, local)
         core = cores.get(policy)
         if core is None:

@@ -69,21 +69,13 @@ def core(adj: Adjacency, spurs: Spurs) -> Adjacency:
             for n, outs in adj.items() if n not in group_of}
 
 
-def inside(adj: Adjacency, spurs: Spurs, group: int) -> Adjacency:
-    """The edges a search within ``group`` follows: the group's own, and the
-    attachment's into it (in their order)."""
+def edges_of(adj: Adjacency, spurs: Spurs, group: int, leaving: bool) -> Adjacency:
+    """The edges a search follows in ``group``: the group's own, and its attachment's
+    into it -- and, with ``leaving`` (a search that starts in the group), the
+    attachment's other edges but those into other groups. In their order."""
     local = {n: adj.get(n, []) for n in spurs.members[group]}
-    attachment = spurs.attachment[group]
+    attachment, group_of = spurs.attachment[group], spurs.group_of
+    outside = group if leaving else -1  # what an edge leading out of every group counts as
     local[attachment] = [e for e in adj.get(attachment, [])
-                         if spurs.group_of.get(e[0]) == group]
-    return local
-
-
-def home(adj: Adjacency, spurs: Spurs, group: int) -> Adjacency:
-    """What a search from a node of ``group`` follows beyond the core: the group's own
-    edges and all of its attachment's but those into other groups."""
-    local = {n: adj.get(n, []) for n in spurs.members[group]}
-    attachment = spurs.attachment[group]
-    local[attachment] = [e for e in adj.get(attachment, [])
-                         if spurs.group_of.get(e[0], group) == group]
+                         if group_of.get(e[0], outside) == group]
     return local

@@ -28,9 +28,9 @@ def run(args: argparse.Namespace) -> int:
     import sys
     import time
 
+    from kernbench.collector import quiet_collector
     from kernbench.experiments.job import run_job
     from kernbench.fileio import dumps_pretty, write_atomic
-    from kernbench.sim_engine.engine import quiet_collector
 
     start = time.perf_counter()
     slice_ = check_args(args)

@@ -9,24 +9,40 @@ tile, the decode case) this reads A and B exactly once.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from functools import lru_cache
+from typing import Final
+
+_TILE_FIELDS: Final = ("mi", "ni", "ki", "m0", "k0", "n0", "m", "k", "n", "load_a", "first_k",
+                       "last_k")
 
 
-@dataclass(frozen=True, slots=True)
 class GemmTile:
-    mi: int
-    ni: int
-    ki: int
-    m0: int  # element offsets of the tile
-    k0: int
-    n0: int
-    m: int  # tile sizes (edge tiles are smaller)
-    k: int
-    n: int
-    load_a: bool  # first use of this A tile in its n group
-    first_k: bool
-    last_k: bool
+    """One supertile of the walk. Read-only by convention (``Final``): the walk is
+    cached and shared. A plain class, not a frozen dataclass: compiled, building one
+    sets twelve fields directly, where the frozen ``__init__`` went through
+    ``object.__setattr__`` per field (8,192 tiles of a 2048x512x512 GEMM cost
+    about 11 ms that way)."""
+
+    __slots__ = _TILE_FIELDS
+
+    def __init__(self, mi: int, ni: int, ki: int, m0: int, k0: int, n0: int, m: int, k: int,
+                 n: int, load_a: bool, first_k: bool, last_k: bool) -> None:
+        self.mi: Final = mi
+        self.ni: Final = ni
+        self.ki: Final = ki
+        self.m0: Final = m0  # element offsets of the tile
+        self.k0: Final = k0
+        self.n0: Final = n0
+        self.m: Final = m  # tile sizes (edge tiles are smaller)
+        self.k: Final = k
+        self.n: Final = n
+        self.load_a: Final = load_a  # first use of this A tile in its n group
+        self.first_k: Final = first_k
+        self.last_k: Final = last_k
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{f}={getattr(self, f)!r}" for f in _TILE_FIELDS)
+        return f"GemmTile({fields})"
 
 
 def supertile(tile: tuple[int, int, int], K: int, N: int) -> tuple[int, int, int]:
@@ -80,8 +96,7 @@ def gemm_tiles(M: int, K: int, N: int, tile_m: int, tile_k: int, tile_n: int,
                 for j, ni in enumerate(group_n):
                     n0 = ni * tile_n
                     tiles.append(GemmTile(mi, ni, ki, m0, k0, n0, m, k, min(tile_n, N - n0),
-                                          load_a=(j == 0), first_k=(ki == 0),
-                                          last_k=(ki == kt - 1)))
+                                          j == 0, ki == 0, ki == kt - 1))
     return tuple(tiles)
 
 

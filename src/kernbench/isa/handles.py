@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any, Final, TypeAlias
 
 from kernbench.isa import dtypes
 
 # (Final: the compiled twin keeps these in C statics, not looked up by name per call; ADR 0065)
 dtype_bytes: Final = dtypes.dtype_bytes
+
+# A view's bytes as (space, start, end): the unit of PE hazard tracking. A plain
+# ``tuple`` to the compiler on purpose: typed ``tuple[str, int, int]``, the compiled
+# twins pass it as a C struct, so every time one was stored in a list or a set, or
+# hashed, a new tuple and two new ints were built (ADR 0066).
+ByteRange: TypeAlias = tuple
 
 # The arithmetic of handles (``a + b`` in a kernel is ``tl.add(a, b)``): the ``tl``
 # surface installs it (:func:`set_arithmetic`), so this layer never imports it.
@@ -136,7 +142,7 @@ class TensorHandle:
         self.scope: Any = None  # a tl scratch scope (it has ``dead``); None: not scratch
         self._numel = -1
         self._nbytes = -1
-        self._range: tuple[str, int, int] | None = None
+        self._range: ByteRange | None = None
 
     @property
     def nbytes(self) -> int:
@@ -152,7 +158,7 @@ class TensorHandle:
             n = self._numel = numel(self.shape)
         return n
 
-    def byte_range(self) -> tuple[str, int, int]:
+    def byte_range(self) -> ByteRange:
         """(space, start, end) of the bytes this view may touch (a strided 2-D view
         spans its rows), the unit of PE hazard tracking; computed once (a view's
         fields never change)."""

@@ -60,6 +60,7 @@ MODULES = (
     "kernbench.policy.address.mmu",
     "kernbench.policy.address.phys_addr",
     "kernbench.policy.routing.router",
+    "kernbench.policy.routing.spurs",
     "kernbench.sim_engine.op_log",
 )
 PACKAGE = Path(__file__).resolve().parents[1]  # src/kernbench

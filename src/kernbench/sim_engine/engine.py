@@ -10,14 +10,13 @@ kernel side registers them with :meth:`GraphEngine.register_program`).
 
 from __future__ import annotations
 
-import gc
 import weakref
-from contextlib import contextmanager
 from typing import NamedTuple
 
 import numpy as np
 import simpy
 
+from kernbench.collector import quiet_collector
 from kernbench.components.builtin.pe_cost_model import PeCostModel
 from kernbench.components.builtin.pe_unit import PeUnit
 from kernbench.components.fabric import Fabric, LegTiming
@@ -32,31 +31,6 @@ from kernbench.sim_engine.op_log import OpLogger
 from kernbench.topology.graph import TopologyGraph
 
 _SPACE = {UnitType.PE: "tcm", UnitType.SRAM: "sram", UnitType.MCPU: "mcpu"}
-
-
-@contextmanager
-def quiet_collector():
-    """Run the event loop with Python's cyclic collector off.
-
-    The loop allocates many short-lived containers, and almost all of them are
-    freed by reference counting; the collector found little to free but spent
-    10-25 % of a run re-scanning the topology, the route caches and the growing
-    op log (benchmarks/pe_speed.py, measured with and without it). Afterwards
-    everything the run left joins the oldest generation unscanned (``freeze``
-    then ``unfreeze``: otherwise the first young collection would scan millions
-    of survivors at once), and the collector is on again, so cycles made during
-    the run are collected by a later full collection.
-    """
-    if not gc.isenabled():  # the caller owns collection (a ``kernbench`` simulation command)
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.freeze()
-        gc.unfreeze()
-        gc.enable()
 
 
 class _GraphState(NamedTuple):
@@ -191,7 +165,8 @@ class GraphEngine:
         # one pass (docs/adr/0027); False times every one tile by tile (equivalence checks)
         self.planned_composites = planned_composites
         self.env = env or simpy.Environment()
-        shared = _graph_state(graph)
+        with quiet_collector():  # (the route tables: thousands of lists that live on)
+            shared = _graph_state(graph)
         if router is None or router is shared.router:
             self.resolver, self.router, self.flows = shared.resolver, shared.router, shared.flows
         else:  # a caller's own router: its own flow cache too

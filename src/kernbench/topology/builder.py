@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kernbench.collector import quiet_collector
 from kernbench.topology import naming as nm
 from kernbench.topology.graph import Edge, Node, TopologyGraph
 from kernbench.topology.mesh_gen import CubeMesh, ensure_mesh
@@ -204,7 +205,9 @@ def compile_topology(spec: TopologySpec, mesh: CubeMesh) -> TopologyGraph:
 
 def load_topology(path: str | Path, overrides: dict | None = None) -> TopologyGraph:
     """Validate ``path`` (with ``overrides``: dotted key -> value, applied after its
-    ``extends`` chain), reuse or regenerate its cube mesh, and compile the graph."""
-    spec = load_spec(path, overrides)
-    mesh = ensure_mesh(spec.geometry, spec.source).mesh
-    return compile_topology(spec, mesh)
+    ``extends`` chain), reuse or regenerate its cube mesh, and compile the graph (with
+    the cyclic collector off: its nodes and edges are thousands of objects that live on)."""
+    with quiet_collector():
+        spec = load_spec(path, overrides)
+        mesh = ensure_mesh(spec.geometry, spec.source).mesh
+        return compile_topology(spec, mesh)

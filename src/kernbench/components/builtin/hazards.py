@@ -22,15 +22,15 @@ issued.
 from __future__ import annotations
 
 import bisect
-from typing import Final
+from typing import Any, Final
 
-from kernbench.isa.handles import Completion, TensorHandle
+from kernbench.isa.handles import ByteRange, Completion, TensorHandle
 
 # (Final: the compiled twin keeps these in C statics, not looked up by name per call; ADR 0065)
 bisect_left: Final = bisect.bisect_left
 bisect_right: Final = bisect.bisect_right
 
-Range = tuple[str, int, int]
+Range = ByteRange  # (space, start, end), boxed (ADR 0066)
 
 
 def access_ranges(cmd) -> tuple[list[Range], list[Range]]:
@@ -143,7 +143,10 @@ class _Readers:
         self._index: dict[tuple[int, int], list[Completion]] = {}
         self._prune_at = 64
 
-    def add(self, s: int, e: int, comp: Completion, live) -> None:
+    def add(self, s: Any, e: Any, comp: Completion, live) -> None:
+        """Enter ``comp`` as a reader of [s, e). (The bounds stay the objects they are,
+        ``Any`` to the compiler: they are only stored, and an ``int`` would be built
+        anew for each list and key it goes into.)"""
         comps = self._index.get((s, e))
         if comps is not None:
             n = len(comps)

@@ -119,17 +119,23 @@ print(json.dumps({"status": native.status(), "garbage": len(gc.garbage), "kinds"
 """
 
 
+def _run_compiled(script: str, timeout: int) -> dict:
+    """Run ``script`` in a fresh interpreter on the compiled twins; its JSON output."""
+    env = {k: v for k, v in os.environ.items() if k != native.PURE_ENV}
+    proc = subprocess.run([sys.executable, "-c", script], env=env, cwd=ROOT,
+                          capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(proc.stdout)
+    assert got["status"].startswith("compiled"), f"not compiled: {got['status']}"
+    return got
+
+
 def test_a_compiled_run_leaves_no_reference_cycles():
     """Runs keep the cyclic collector off (``quiet_collector``, ``kernbench job``), so
     what an op leaves in a reference cycle stays until the run ends. Compiled, a closure
     that another closure calls keeps its frame in such a cycle: a causal ring prefill
     (IPCQ sends and receives on fair-shared links) must leave none."""
-    env = {k: v for k, v in os.environ.items() if k != native.PURE_ENV}
-    proc = subprocess.run([sys.executable, "-c", CYCLES], env=env, cwd=ROOT,
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    got = json.loads(proc.stdout)
-    assert got["status"].startswith("compiled"), f"not compiled: {got['status']}"
+    got = _run_compiled(CYCLES, timeout=600)
     assert got["garbage"] == 0, f"objects left in reference cycles: {got['kinds']}"
 
 
@@ -152,3 +158,29 @@ def test_the_hot_paths_clock_reads_what_simpy_reports():
     assert sim_now(env) == env.now == 0
     env.run()
     assert [a for a, _ in seen] == [b for _, b in seen] == [0.0, 1.5, 1.75, 4.75, 4.75 + 1e-9]
+
+
+READ_ONLY = """
+import json
+from kernbench import native
+from kernbench.components.tiling import gemm_tiles
+from kernbench.topology import load_topology
+graph = load_topology("config/topologies/small_2x2.yaml")
+targets = [(graph.edges[0], "bw_gbs"), (next(iter(graph.nodes.values())), "overhead_ns"),
+           (gemm_tiles(64, 64, 64, 32, 32, 32, 1)[0], "k0")]
+refused = []
+for obj, field in targets:
+    try:
+        setattr(obj, field, getattr(obj, field) + 1)
+    except AttributeError:
+        refused.append(field)
+print(json.dumps({"status": native.status(), "refused": refused}))
+"""
+
+
+def test_the_compiled_graph_and_supertiles_are_read_only():
+    """Edges, nodes and supertile walks are shared by every engine of a graph (and the
+    walks cached), so their fields are ``Final``: the compiled classes must refuse an
+    assignment, as the frozen dataclasses they replaced did."""
+    got = _run_compiled(READ_ONLY, timeout=300)
+    assert got["refused"] == ["bw_gbs", "overhead_ns", "k0"]

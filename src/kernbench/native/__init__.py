@@ -59,9 +59,11 @@ MODULES = (
     "kernbench.isa.handles",
     "kernbench.policy.address.mmu",
     "kernbench.policy.address.phys_addr",
+    "kernbench.policy.routing.edges",
     "kernbench.policy.routing.router",
     "kernbench.policy.routing.spurs",
     "kernbench.sim_engine.op_log",
+    "kernbench.topology.elements",
 )
 PACKAGE = Path(__file__).resolve().parents[1]  # src/kernbench
 BUILD = Path(__file__).resolve().parent / "_build"

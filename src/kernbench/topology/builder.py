@@ -11,7 +11,8 @@ from pathlib import Path
 
 from kernbench.collector import quiet_collector
 from kernbench.topology import naming as nm
-from kernbench.topology.graph import Edge, Node, TopologyGraph
+from kernbench.topology.elements import Edge, Node
+from kernbench.topology.graph import TopologyGraph
 from kernbench.topology.mesh_gen import CubeMesh, ensure_mesh
 from kernbench.topology.spec import PE_SUBCOMPONENTS, TopologySpec, Wire, load_spec
 from kernbench.topology.views import build_views
@@ -195,8 +196,9 @@ class _GraphBuilder:
             self.io_to_cubes(sip)
         self.switch_to_io()
         self.inter_sip()
-        views = build_views(self.spec, self.mesh, self.nodes, self.edges)
-        return TopologyGraph(self.spec, self.mesh, self.nodes, self.edges, views)
+        spec, mesh, nodes, edges = self.spec, self.mesh, self.nodes, self.edges
+        return TopologyGraph(spec, mesh, nodes, edges,
+                             lambda: build_views(spec, mesh, nodes, edges))
 
 
 def compile_topology(spec: TopologySpec, mesh: CubeMesh) -> TopologyGraph:

@@ -1,38 +1,16 @@
-"""The compiled topology: nodes, directed edges and the four view projections."""
+"""The compiled topology: nodes, directed edges (``elements``) and the four view
+projections."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
+from kernbench.topology.elements import Edge, Node
 from kernbench.topology.mesh_gen import CubeMesh
 from kernbench.topology.spec import TopologySpec
-
-
-@dataclass(frozen=True, slots=True)
-class Node:
-    """A component instance. ``overhead_ns`` is paid by every request through it."""
-
-    id: str
-    kind: str
-    overhead_ns: float
-    attrs: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
-
-
-@dataclass(frozen=True, slots=True)
-class Edge:
-    """A directed link. Wire delay is ``distance_mm * ns_per_mm``."""
-
-    src: str
-    dst: str
-    kind: str
-    bw_gbs: float
-    distance_mm: float
-    ns_per_mm: float
-
-    @property
-    def wire_ns(self) -> float:
-        return self.distance_mm * self.ns_per_mm
 
 
 @dataclass(frozen=True)
@@ -68,19 +46,30 @@ class View:
 
 
 class TopologyGraph:
-    """Flat node/edge graph plus views. Built once by the builder; read-only after."""
+    """Flat node/edge graph plus views. Built once by the builder; read-only after.
+    The views (drawn only for diagrams) and the outgoing edges per node (the router
+    keeps its own) are made when first read."""
 
     def __init__(self, spec: TopologySpec, mesh: CubeMesh, nodes: dict[str, Node],
-                 edges: list[Edge], views: dict[str, View]) -> None:
+                 edges: list[Edge], views: Callable[[], dict[str, View]]) -> None:
         self.spec = spec
         self.mesh = mesh
         self.nodes = nodes
         self.edges = edges
-        self.views = views
+        self._project_views = views
         self.edge_map: dict[tuple[str, str], Edge] = {(e.src, e.dst): e for e in edges}
-        self.out_edges: dict[str, list[Edge]] = {n: [] for n in nodes}
-        for e in edges:
-            self.out_edges[e.src].append(e)
+
+    @cached_property
+    def views(self) -> dict[str, View]:
+        return self._project_views()
+
+    @cached_property
+    def out_edges(self) -> dict[str, list[Edge]]:
+        """Each node's outgoing edges, in edge order (made when first read)."""
+        out: dict[str, list[Edge]] = {n: [] for n in self.nodes}
+        for e in self.edges:
+            out[e.src].append(e)
+        return out
 
     def edge(self, src: str, dst: str) -> Edge:
         return self.edge_map[(src, dst)]

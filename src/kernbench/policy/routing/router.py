@@ -14,7 +14,7 @@ from typing import Final
 from kernbench.errors import RoutingError
 from kernbench.policy.address.phys_addr import PhysAddr, UnitType, decode_pa
 from kernbench.policy.routing import spurs
-from kernbench.policy.routing.spurs import Adjacency
+from kernbench.policy.routing.edges import Edges, wires_of
 from kernbench.topology import naming as nm
 from kernbench.topology.graph import TopologyGraph
 
@@ -159,13 +159,14 @@ class _Search:
         self.local: dict[str, list[tuple[str, float]]] = local if local is not None else {}
 
 
-def _grow(state: _Search, adj: dict[str, list[tuple[str, float]]],
+def _grow(state: _Search, edges: Edges | None,
           target: str | None) -> tuple[dict[str, float], dict[str, str]]:
     """Grow a search until ``target`` is settled (or everything is); return (best, prev).
 
     Settled nodes are final and ties break by insertion order, so a search grown in
     steps gives the routes one full run gives. ``prev`` points toward the origin (a
-    backward search over reversed edges points toward its goal).
+    backward search over reversed edges points toward its goal). A node's edges are
+    the search's own (``local``) or else ``edges.core`` (None: no others).
     """
     best, prev, heap, done, local = state.best, state.prev, state.heap, state.done, state.local
     if target is not None and target in done:
@@ -178,8 +179,10 @@ def _grow(state: _Search, adj: dict[str, list[tuple[str, float]]],
         if node in done:
             continue
         done.add(node)
-        edges = local.get(node) if local else None
-        for nxt, weight in (edges if edges is not None else adj.get(node, no_edges)):
+        outs = local.get(node) if local else None
+        if outs is None:
+            outs = edges.core(node) if edges is not None else no_edges
+        for nxt, weight in outs:
             cand = dist + weight
             if nxt not in best or cand < best[nxt]:
                 best[nxt] = cand
@@ -192,25 +195,6 @@ def _grow(state: _Search, adj: dict[str, list[tuple[str, float]]],
     return best, prev  # target is in best only once settled (or the heap ran dry)
 
 
-class _Adjacency:
-    """policy -> {node: [(next node, weight)]}, each built the first time it is used."""
-
-    def __init__(self, edges: list[tuple[str, str, str, float]]) -> None:
-        self._edges = edges
-        self._built: dict[str, dict[str, list[tuple[str, float]]]] = {}
-
-    def __getitem__(self, policy: str) -> dict[str, list[tuple[str, float]]]:
-        adj = self._built.get(policy)
-        if adj is None:
-            excluded = POLICIES[policy]
-            adj = {}
-            for src, dst, kind, weight in self._edges:
-                if kind not in excluded:
-                    adj.setdefault(src, []).append((dst, weight))
-            self._built[policy] = adj
-        return adj
-
-
 class PathRouter:
     """Shortest head-latency paths under one of the edge-kind policies."""
 
@@ -218,16 +202,15 @@ class PathRouter:
         self._nodes = graph.nodes
         self._edges = [(e.src, e.dst, e.kind, e.wire_ns + graph.nodes[e.dst].overhead_ns)
                        for e in graph.edges]
-        self._adj = _Adjacency(self._edges)  # per policy, built on first use
         # PE units and HBM controllers: skipped by searches that do not start or end there
         self._spurs = spurs.find_spurs(graph.nodes, self._edges)
         self._group = self._spurs.group_of
-        self._core: dict[str, Adjacency] = {}  # per policy: the adjacency without spurs
-        self._rcore: dict[str, Adjacency] = {}  # and of the reversed edges
+        self._wires = wires_of(self._edges)  # (outgoing, incoming) per node
+        self._forward: dict[str, Edges] = {}  # per policy, listed as searches reach them
+        self._backward: dict[str, Edges] = {}  # the same over the reversed edges
         self._cache: dict[tuple[str, ...], tuple[tuple[str, ...], float]] = {}
         self._trees: dict[tuple[str, str], _Search] = {}  # (policy, source) -> search state
         self._rtrees: dict[tuple[str, str], _Search] = {}  # (policy, goal) -> reverse search
-        self._radj: dict[str, Adjacency] = {}
 
     # -- public API ------------------------------------------------------------
     def find_path(self, src_pe: str, dst_node: str) -> list[str]:
@@ -278,22 +261,25 @@ class PathRouter:
             if src == dst:
                 hit = ((src,), 0.0)
             else:
-                found = self._chain(self._rtrees, self._reversed(policy), self._rcore, policy,
-                                    dst, src)
+                found = self._chain(self._rtrees, self._backward_edges(policy), policy, dst, src)
                 if found is None:
                     raise RoutingError(f"no path from {src} to {dst} (policy {policy!r})")
                 hit = (tuple(found[0]), found[1])
             self._cache[key] = hit
         return hit
 
-    def _reversed(self, policy: str) -> dict[str, list[tuple[str, float]]]:
-        radj = self._radj.get(policy)
-        if radj is None:
-            radj = self._radj[policy] = {}
-            for a, outs in self._adj[policy].items():
-                for b, weight in outs:
-                    radj.setdefault(b, []).append((a, weight))
-        return radj
+    def _forward_edges(self, policy: str) -> Edges:
+        edges = self._forward.get(policy)
+        if edges is None:
+            edges = self._forward[policy] = Edges(self._wires[0], POLICIES[policy], self._group)
+        return edges
+
+    def _backward_edges(self, policy: str) -> Edges:
+        edges = self._backward.get(policy)
+        if edges is None:
+            edges = self._backward[policy] = Edges(self._wires[1], POLICIES[policy],
+                                                   self._group, self._forward_edges(policy))
+        return edges
 
     # -- internals -------------------------------------------------------------
     def _path(self, policy: str, start: str, goal: str) -> tuple[tuple[str, ...], float]:
@@ -304,31 +290,30 @@ class PathRouter:
                 raise RoutingError(f"node {node} not found in topology")
         if start == goal:
             return (start,), 0.0
-        found = self._chain(self._trees, self._adj[policy], self._core, policy, start, goal)
+        found = self._chain(self._trees, self._forward_edges(policy), policy, start, goal)
         if found is None:
             raise RoutingError(f"no path from {start} to {goal} (policy {policy!r})")
         return tuple(reversed(found[0])), found[1]
 
-    def _chain(self, trees: dict[tuple[str, str], _Search], adj: Adjacency,
-               cores: dict[str, Adjacency], policy: str, origin: str, target: str
-               ) -> tuple[list[str], float] | None:
+    def _chain(self, trees: dict[tuple[str, str], _Search], edges: Edges, policy: str,
+               origin: str, target: str) -> tuple[list[str], float] | None:
         """The nodes from ``target`` back to ``origin`` of a shortest route found by a
-        search grown from ``origin`` over ``adj``, and its length (None: unreachable).
+        search grown from ``origin`` over ``edges``, and its length (None: unreachable).
         The search skips other nodes' spurs; a target inside one is reached through its
         attachment, then by a search inside it started at the attachment's distance."""
         group = self._group.get(target)
         if group is None or group == self._group.get(origin):
-            best, links = self._grown(trees, adj, cores, policy, origin, target)
+            best, links = self._grown(trees, edges, policy, origin, target)
             if target not in best:
                 return None
             chain, dist = [target], best[target]
         else:
             attachment = self._spurs.attachment[group]
-            best, links = self._grown(trees, adj, cores, policy, origin, attachment)
+            best, links = self._grown(trees, edges, policy, origin, attachment)
             if attachment not in best:
                 return None
-            inside = spurs.edges_of(adj, self._spurs, group, leaving=False)
-            inner, back = _grow(_Search(attachment, best[attachment], inside), {}, target)
+            inside = spurs.edges_of(edges, self._spurs, group, leaving=False)
+            inner, back = _grow(_Search(attachment, best[attachment], inside), None, target)
             if target not in inner:
                 return None
             chain, dist = [target], inner[target]
@@ -338,11 +323,10 @@ class PathRouter:
             chain.append(links[chain[-1]])
         return chain, dist
 
-    def _grown(self, trees: dict[tuple[str, str], _Search], adj: Adjacency,
-               cores: dict[str, Adjacency], policy: str, origin: str, target: str
-               ) -> tuple[dict[str, float], dict[str, str]]:
-        """The search from ``origin`` over ``adj`` without other nodes' spurs, grown only
-        until ``target`` is settled.
+    def _grown(self, trees: dict[tuple[str, str], _Search], edges: Edges, policy: str,
+               origin: str, target: str) -> tuple[dict[str, float], dict[str, str]]:
+        """The search from ``origin`` over ``edges`` without other nodes' spurs, grown
+        only until ``target`` is settled.
 
         The search state is kept per origin and resumed for the next target, so a
         route costs what reaching its target costs (neighbours are found at once on
@@ -353,10 +337,7 @@ class PathRouter:
         state = trees.get(key)
         if state is None:
             group = self._group.get(origin)
-            local = None if group is None else spurs.edges_of(adj, self._spurs, group,
+            local = None if group is None else spurs.edges_of(edges, self._spurs, group,
                                                                leaving=True)
             state = trees[key] = _Search(origin, 0.0, local)
-        core = cores.get(policy)
-        if core is None:
-            core = cores[policy] = spurs.core(adj, self._spurs)
-        return _grow(state, core, target)
+        return _grow(state, edges, target)

@@ -17,9 +17,8 @@ every group); any other grouping is simply searched in full.
 
 from __future__ import annotations
 
-from kernbench.topology.graph import Node
-
-Adjacency = dict[str, list[tuple[str, float]]]
+from kernbench.policy.routing.edges import Adjacency, Edges
+from kernbench.topology.elements import Node
 
 
 class Spurs:
@@ -62,20 +61,13 @@ def find_spurs(nodes: dict[str, Node], edges: list[tuple[str, str, str, float]])
     return found
 
 
-def core(adj: Adjacency, spurs: Spurs) -> Adjacency:
-    """``adj`` without the groups: edges into them dropped, in their order otherwise."""
-    group_of = spurs.group_of
-    return {n: [e for e in outs if e[0] not in group_of]
-            for n, outs in adj.items() if n not in group_of}
-
-
-def edges_of(adj: Adjacency, spurs: Spurs, group: int, leaving: bool) -> Adjacency:
+def edges_of(edges: Edges, spurs: Spurs, group: int, leaving: bool) -> Adjacency:
     """The edges a search follows in ``group``: the group's own, and its attachment's
     into it -- and, with ``leaving`` (a search that starts in the group), the
     attachment's other edges but those into other groups. In their order."""
-    local = {n: adj.get(n, []) for n in spurs.members[group]}
+    local = {n: edges.full(n) for n in spurs.members[group]}
     attachment, group_of = spurs.attachment[group], spurs.group_of
     outside = group if leaving else -1  # what an edge leading out of every group counts as
-    local[attachment] = [e for e in adj.get(attachment, [])
+    local[attachment] = [e for e in edges.full(attachment)
                          if group_of.get(e[0], outside) == group]
     return local

@@ -45,12 +45,20 @@ def time_of(x) -> float | None:
 
 
 class _Item:
-    __slots__ = ("inputs", "book", "booked")
+    __slots__ = ("inputs", "book", "tile", "booked")
 
-    def __init__(self, inputs: tuple, book) -> None:
+    def __init__(self, inputs: tuple, book, tile) -> None:
         self.inputs = inputs
         self.book = book
-        self.booked = Completion(label="tile booking")
+        self.tile = tile
+        # the completion of its booking, made only when a process waits for it (most
+        # tiles are booked with nobody waiting: one object fewer per tile)
+        self.booked: Completion | None = None
+
+    def waitable(self, env):
+        if self.booked is None:
+            self.booked = Completion(label="tile booking")
+        return self.booked.waitable(env)
 
 
 class InOrder:
@@ -71,9 +79,10 @@ class InOrder:
     def __len__(self) -> int:
         return len(self.items)
 
-    def add(self, inputs: tuple, book) -> None:
-        """Book ``book(ready)`` after the earlier tiles, once every input is known."""
-        self.items.append(_Item(inputs, book))
+    def add(self, inputs: tuple, book, tile) -> None:
+        """Book ``book(tile, ready)`` after the earlier tiles, once every input is known.
+        (A stream's method and the tile, not a closure made per tile.)"""
+        self.items.append(_Item(inputs, book, tile))
         for x in inputs:
             if isinstance(x, Completion) and x.done_at is None:
                 x.then(self._drain)
@@ -94,18 +103,33 @@ class InOrder:
                 ready = max(ready, t)
             item = items.popleft()
             self._last = ready
-            item.book(ready)
-            item.booked.complete(ready)
+            item.book(item.tile, ready)
+            if item.booked is not None:
+                item.booked.complete(ready)
         self._busy = False
 
     def wait_first(self, env):
         """The event of the oldest tile's booking (a process yields it)."""
-        return self.items[0].booked.waitable(env)
+        return self.items[0].waitable(env)
 
     def wait_all(self, env):
         """Yield until every tile added so far is booked."""
         while self.items:
-            yield self.items[-1].booked.waitable(env)
+            yield self.items[-1].waitable(env)
+
+
+_WAIT: Final = -1.0  # (``_take_slot``: no buffer is free; simulated times are never negative)
+
+
+def _take_slot(order: InOrder, slots: list[float], limit: int, t_issue: float) -> float:
+    """The next tile's issue time when a TCM input buffer can be had without waiting
+    (``t_issue``: now or later), else ``_WAIT``. What ``_free_slot`` returns when it
+    does not yield, without making a generator per tile."""
+    if len(slots) + len(order) < limit:
+        return t_issue
+    if slots:
+        return max(t_issue, heappop(slots))
+    return _WAIT
 
 
 def _free_slot(order: InOrder, slots: list[float], limit: int, env, t_issue: float):
@@ -172,8 +196,10 @@ class GemmStream:
         panel_mi = -1
         limit: int = pe.spec.pe.max_inflight_tiles
         for tile in self.tiles:
-            t_issue = yield from _free_slot(self.order, self.slots, limit, env,
-                                            max(sim_now(env), self.t0))
+            t_issue = _take_slot(self.order, self.slots, limit, max(sim_now(env), self.t0))
+            if t_issue == _WAIT:
+                t_issue = yield from _free_slot(self.order, self.slots, limit, env,
+                                                max(sim_now(env), self.t0))
             now = sim_now(env)
             if t_issue > now:
                 yield env.timeout(t_issue - now)
@@ -190,7 +216,7 @@ class GemmStream:
             b_tile = max(b_ready, now) if b.pinned else dma.read(
                 view_va(b, tile.k0, tile.n0), tile.k * tile.n * self.bpe[1], now, now,
                 "TileToken/DMA_READ", "DMA_READ", _B)[1]
-            self.order.add((a_tile, b_tile), lambda ready, tile=tile: self._book(tile, ready))
+            self.order.add((a_tile, b_tile), self._book, tile)
         yield from self.order.wait_all(env)
         end = yield from _wait_done(self.writes, env)
         return max(self.end, end)
@@ -258,17 +284,21 @@ class MathStream:
         spec = pe.spec.pe
         bpe_x = self.bpe[0]
         for off, n in chunks(self.out.numel, spec.tile_m * spec.tile_n):
-            t_issue = yield from _free_slot(self.order, self.slots, spec.max_inflight_tiles, env,
-                                            max(sim_now(env), self.t0))
+            limit = spec.max_inflight_tiles
+            t_issue = _take_slot(self.order, self.slots, limit, max(sim_now(env), self.t0))
+            if t_issue == _WAIT:
+                t_issue = yield from _free_slot(self.order, self.slots, limit, env,
+                                                max(sim_now(env), self.t0))
             now = sim_now(env)
             if t_issue > now:
                 yield env.timeout(t_issue - now)
+            ready: float | Completion
             if x.pinned:
                 ready = max(t_issue, ready_at(x))
             else:
                 ready = self.dma.read(x.addr + off * bpe_x, n * bpe_x, t_issue, sim_now(env),
                                       "TileToken/DMA_READ", "DMA_READ", _A)[1]
-            self.order.add((ready,), lambda r, off=off, n=n: self._book(off, n, r))
+            self.order.add((ready,), self._book, (off, n))
         yield from self.order.wait_all(env)
         end = yield from _wait_done(self.writes, env)
         self.end = max(self.end, end)
@@ -277,7 +307,8 @@ class MathStream:
             self._data(self.first, self.end)
         return self.end
 
-    def _book(self, off: int, n: int, ready: float) -> None:
+    def _book(self, chunk: tuple[int, int], ready: float) -> None:
+        off, n = chunk
         pe, ops = self.pe, self.ops
         now = ops.floor
         fs = pe.fetch_store

@@ -105,3 +105,34 @@ def test_the_op_log_reports_the_union_of_a_stage_and_counts_per_name():
     assert log.stage_busy()["sip0.cube0.pe0"]["GEMM"] == union_ns(*zip(*ivs, strict=True))
     assert log.counts["a"] + log.counts["b"] == len(ivs) == len(log)
     assert log.counts["never"] == 0
+
+
+def test_sink_counts_are_the_counts_of_every_op_in_first_seen_order():
+    """Sinks count the name they saw last and hand the count over later: reading the
+    counts at any moment must give what counting each op at once gives, names in the
+    order they first occurred (outputs list them in that order)."""
+    import random
+
+    from kernbench.sim_engine.op_log import OpLogger
+
+    log = OpLogger(keep_records=False)
+    sinks = [log.sink("sip0.cube0.pe0.pe_gemm", "gemm", "GEMM"),
+             log.sink("sip0.cube0.pe1.pe_math", "math", "MATH")]
+    expected: dict[str, int] = {}
+    rng = random.Random(7)
+    for i in range(600):
+        name = rng.choice(["TileToken/GEMM", "TileToken/MATH", "dma_read", "fetch"])
+        how = rng.randrange(4)
+        n = 1
+        if how < 2:
+            sinks[how].add(float(i), i + 0.5, name)
+        elif how == 2:
+            log.record(float(i), i + 0.5, "sip0.cube0.pe2.pe_dma", "memory", name, stage="DMA")
+        else:
+            n = rng.randrange(1, 5)
+            sinks[i % 2].add_runs(name, n, [float(i)], [i + 0.5])
+        expected[name] = expected.get(name, 0) + n
+        if i % 37 == 0:
+            assert list(log.counts.items()) == list(expected.items())
+    assert list(log.counts.items()) == list(expected.items())
+    assert len(log) == sum(expected.values())

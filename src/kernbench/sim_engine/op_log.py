@@ -152,9 +152,12 @@ class StageLog:
 class StageSink(StageReport):
     """Where one component reports its ops of one kind and stage (:meth:`OpLogger.sink`):
     :meth:`OpLogger.record` with the lookups done once. The stage's log is made at the
-    first op, as ``record`` makes it."""
+    first op, as ``record`` makes it. Ops of the name reported last are counted here
+    and added to the log's counts when another name comes or the counts are read
+    (a sink's ops mostly share one name: two dictionary updates per op saved); a
+    name's first op enters it in the log's counts at once, so names keep their order."""
 
-    __slots__ = ("log", "component_id", "op_kind", "stage", "_intervals")
+    __slots__ = ("log", "component_id", "op_kind", "stage", "_intervals", "_name", "_pending")
 
     def __init__(self, log: OpLogger, component_id: str, op_kind: str, stage: str) -> None:
         self.log = log
@@ -162,12 +165,17 @@ class StageSink(StageReport):
         self.op_kind = op_kind
         self.stage = stage
         self._intervals: StageLog | None = None
+        self._name = ""  # the op name being counted here
+        self._pending = 0  # its ops not yet in the log's counts
 
     def add(self, t_start: float, t_end: float, op_name: str,
             params: dict[str, Any] | None = None) -> None:
         log = self.log
-        counts = log._counts
-        counts[op_name] = counts.get(op_name, 0) + 1
+        if op_name != self._name:
+            self.settle_count()
+            self._name = op_name
+            log._counts.setdefault(op_name, 0)
+        self._pending += 1
         intervals = self._intervals
         if intervals is None:
             intervals = self._first_op()
@@ -190,6 +198,12 @@ class StageSink(StageReport):
             intervals = self._first_op()
         intervals.extend(starts, ends)
 
+    def settle_count(self) -> None:
+        """Add the ops counted here to the log's counts."""
+        if self._pending:
+            self.log._counts[self._name] += self._pending
+            self._pending = 0
+
     def _first_op(self) -> StageLog:
         """The stage's log, made (as ``OpLogger.record`` makes it) at the first op."""
         intervals = self._intervals = self.log._stage_log(self.component_id, self.stage)
@@ -208,7 +222,8 @@ class OpLogger:
         self._records: list[OpRecord] = []
         self._sorted = True
         self._last_start = float("-inf")
-        self._counts: dict[str, int] = {}  # ops per name
+        self._counts: dict[str, int] = {}  # ops per name (see ``_settled_counts``)
+        self._sinks: list[StageSink] = []  # each may hold a count not yet in _counts
         # per (PE or component, stage): its busy intervals
         self._stage: dict[tuple[str, str], StageLog] = {}
         self._logs: dict[tuple[str, str], StageLog] = {}  # by (component, stage)
@@ -238,7 +253,15 @@ class OpLogger:
         reports many ops there (a PE's stage engines)."""
         if op_kind not in _KINDS:
             raise ValueError(f"op_kind must be one of {OP_KINDS}, got {op_kind!r}")
-        return StageSink(self, component_id, op_kind, stage)
+        sink = StageSink(self, component_id, op_kind, stage)
+        self._sinks.append(sink)
+        return sink
+
+    def _settled_counts(self) -> dict[str, int]:
+        """``_counts`` with what the sinks still hold added in."""
+        for sink in self._sinks:
+            sink.settle_count()
+        return self._counts
 
     def _stage_log(self, component_id: str, stage: str) -> StageLog:
         """Busy intervals of ``stage`` of the PE (or component) owning ``component_id``,
@@ -270,10 +293,10 @@ class OpLogger:
     @property
     def counts(self) -> Counter[str]:
         """Ops reported so far, per op name (a copy; 0 for a name never reported)."""
-        return Counter(self._counts)
+        return Counter(self._settled_counts())
 
     def __len__(self) -> int:
-        return sum(self._counts.values())
+        return sum(self._settled_counts().values())
 
     def stage_intervals(self, owner: str, stage: str) -> list[tuple[float, float]]:
         """The busy intervals of one stage of one PE (e.g. "sip0.cube0.pe0", "GEMM"),

@@ -163,7 +163,7 @@ class Planner:
         epilogues = tile_epilogues(ops, g)
         held, shape = self.mapping(head, tile_shape)
         tiles, (_, tk, _), _ = self.gemm_tiles(head, shape)
-        acc: tuple[dict, dict] = ({}, {})
+        acc: tuple[dict[int, float], dict[int, float]] = ({}, {})
         end = gemm_at
         first_gemm: float | None = None
         commits = []

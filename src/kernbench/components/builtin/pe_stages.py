@@ -108,7 +108,8 @@ class Stages:
         self.store_log.add(s0, s1, _TILE_STORE if composite else "store")
         return f0, s1
 
-    def gemm_tile(self, tile: GemmTile, ready: float, now: float, held: str, bpe: tuple, acc: tuple,
+    def gemm_tile(self, tile: GemmTile, ready: float, now: float, held: str, bpe: tuple,
+                  acc: tuple[dict[int, float], dict[int, float]],
                   epilogues: tuple) -> tuple[float, float, float | None]:
         """One supertile of a composite GEMM: FETCH its operands -> the array -> its k-tile
         (and, on the last k step, output-tile) epilogues -> STORE on the last k step.

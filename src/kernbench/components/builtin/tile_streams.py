@@ -180,7 +180,8 @@ class GemmStream:
                         and min(self.tm, head.extra["m"]) * K * self.bpe[0] <= budget // 2)
         self.slots: list[float] = []
         self.order = InOrder()
-        self.acc: tuple[dict, dict] = ({}, {})  # per accumulator: (array free, sums in)
+        # per accumulator: (array free, sums in)
+        self.acc: tuple[dict[int, float], dict[int, float]] = ({}, {})
         self.writes: list[Completion] = []
         self.end = t0
         self.box: dict | None = None  # data mode: the product's values

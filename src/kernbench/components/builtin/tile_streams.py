@@ -123,8 +123,8 @@ _WAIT: Final = -1.0  # (``_take_slot``: no buffer is free; simulated times are n
 
 def _take_slot(order: InOrder, slots: list[float], limit: int, t_issue: float) -> float:
     """The next tile's issue time when a TCM input buffer can be had without waiting
-    (``t_issue``: now or later), else ``_WAIT``. What ``_free_slot`` returns when it
-    does not yield, without making a generator per tile."""
+    (``t_issue``: now or later), else ``_WAIT``: the check a tile makes without a
+    generator, which only ``_free_slot`` (the wait) needs."""
     if len(slots) + len(order) < limit:
         return t_issue
     if slots:
@@ -132,14 +132,14 @@ def _take_slot(order: InOrder, slots: list[float], limit: int, t_issue: float) -
     return _WAIT
 
 
-def _free_slot(order: InOrder, slots: list[float], limit: int, env, t_issue: float):
-    """Yield until a TCM input buffer frees; return the tile's issue time (never before
-    the moment the wait ended)."""
-    while len(slots) + len(order) >= limit:
-        if slots:
-            return max(max(t_issue, sim_now(env)), heappop(slots))
+def _free_slot(order: InOrder, slots: list[float], limit: int, env, t0: float):
+    """After ``_take_slot`` found no buffer: yield until a tile's booking frees one;
+    return the tile's issue time (never before ``t0`` nor the moment the wait ended)."""
+    while True:
         yield order.wait_first(env)
-    return max(t_issue, sim_now(env))
+        t_issue = _take_slot(order, slots, limit, max(sim_now(env), t0))
+        if t_issue != _WAIT:
+            return t_issue
 
 
 def _wait_done(completions, env):
@@ -199,8 +199,7 @@ class GemmStream:
         for tile in self.tiles:
             t_issue = _take_slot(self.order, self.slots, limit, max(sim_now(env), self.t0))
             if t_issue == _WAIT:
-                t_issue = yield from _free_slot(self.order, self.slots, limit, env,
-                                                max(sim_now(env), self.t0))
+                t_issue = yield from _free_slot(self.order, self.slots, limit, env, self.t0)
             now = sim_now(env)
             if t_issue > now:
                 yield env.timeout(t_issue - now)
@@ -288,8 +287,7 @@ class MathStream:
             limit = spec.max_inflight_tiles
             t_issue = _take_slot(self.order, self.slots, limit, max(sim_now(env), self.t0))
             if t_issue == _WAIT:
-                t_issue = yield from _free_slot(self.order, self.slots, limit, env,
-                                                max(sim_now(env), self.t0))
+                t_issue = yield from _free_slot(self.order, self.slots, limit, env, self.t0)
             now = sim_now(env)
             if t_issue > now:
                 yield env.timeout(t_issue - now)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from kernbench.sim_engine.op_log import OpLogger, StageLog, merged_intervals, union_ns
 
 
@@ -53,29 +55,47 @@ def test_a_stage_log_keeps_the_same_union_in_fewer_intervals():
         assert merged_intervals(starts, ends) == scan_merge(ivs)
 
 
-def test_extending_by_runs_stores_what_adding_them_one_by_one_stores():
-    """``extend`` with a timeline's runs (sorted, apart) stores them in bulk; any other
-    runs (overlapping the open interval, unsorted) keep the same merged union."""
+def test_shifted_runs_read_as_the_floats_of_adding_each_shifted_run():
+    """``add_shifted`` keeps a start and relative runs; read, they must be the very floats
+    ``t0 + s`` that adding each run would store, merged with whatever came before and
+    after, and the relative runs must be left as they were (a cached plan shares them)."""
     rng = random.Random(5)
-    for trial in range(500):
+    for _ in range(300):
         before = random_intervals(rng, rng.randrange(0, 6))
-        runs = sorted(random_intervals(rng, rng.randrange(0, 12)))
-        if trial % 2:  # apart, as a busy timeline holds them, past what came before
-            t, runs = 40.0 + rng.random(), []
-            for _ in range(rng.randrange(0, 12)):
-                d = rng.choice([0.5, 1.0, rng.random() + 0.01])
-                runs.append((t, t + d))
-                t += d + rng.choice([0.5, rng.random() + 0.01])
-        one, bulk = StageLog(), StageLog()
+        one, lazy = StageLog(), StageLog()
         for s, e in before:
             one.add(s, e)
-            bulk.add(s, e)
-        for s, e in runs:
+            lazy.add(s, e)
+        everything = list(before)
+        for _ in range(rng.randrange(1, 4)):
+            rel = tuple(sorted(random_intervals(rng, rng.randrange(0, 12))))
+            rel_s, rel_e = tuple(s for s, _ in rel), tuple(e for _, e in rel)
+            t0 = rng.random() * 50 + 0.1
+            for s, e in rel:
+                one.add(t0 + s, t0 + e)
+                everything.append((t0 + s, t0 + e))
+            lazy.add_shifted(t0, rel_s, rel_e)
+            assert (rel_s, rel_e) == (tuple(s for s, _ in rel), tuple(e for _, e in rel))
+        after = random_intervals(rng, rng.randrange(0, 3))
+        for s, e in after:
             one.add(s, e)
-        bulk.extend([s for s, _ in runs], [e for _, e in runs])
-        if trial % 2:
-            assert [list(x) for x in bulk.arrays()] == [list(x) for x in one.arrays()]
-        assert merged_intervals(*bulk.arrays()) == scan_merge(before + runs)
+            lazy.add(s, e)
+        merged = scan_merge(everything + after)
+        assert merged_intervals(*lazy.arrays()) == merged_intervals(*one.arrays()) == merged
+        assert merged_intervals(*lazy.arrays()) == merged  # (read twice: moved once)
+
+
+def test_shifted_runs_are_counted_and_must_pair():
+    log = StageLog()
+    log.add_shifted(2.0, (0.0, 3.0), (1.0, 4.0))
+    assert len(log) == 2
+    assert [list(x) for x in log.arrays()] == [[2.0, 5.0], [3.0, 6.0]]
+    with pytest.raises(ValueError, match="2 starts but 1 ends"):
+        log.add_shifted(0.0, (0.0, 1.0), (1.0,))
+    rel = (0.0, 1.0)
+    log.add_shifted(0.0, rel, (0.5, 1.5))
+    with pytest.raises(ValueError, match="other ends"):
+        log.add_shifted(1.0, rel, (0.5, 2.5))
 
 
 def test_back_to_back_bookings_are_stored_as_one_interval():
@@ -130,7 +150,7 @@ def test_sink_counts_are_the_counts_of_every_op_in_first_seen_order():
             log.record(float(i), i + 0.5, "sip0.cube0.pe2.pe_dma", "memory", name, stage="DMA")
         else:
             n = rng.randrange(1, 5)
-            sinks[i % 2].add_runs(name, n, [float(i)], [i + 0.5])
+            sinks[i % 2].add_planned(((name, n),), float(i), (0.0,), (0.5,))
         expected[name] = expected.get(name, 0) + n
         if i % 37 == 0:
             assert list(log.counts.items()) == list(expected.items())

@@ -24,7 +24,6 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
-from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Final
 
@@ -221,19 +220,21 @@ class FairShare:
         if self.max_min:
             self._max_min(now, dirty, touched)
             return
-        queue: deque[Resource] = deque()
+        # FIFO: a list read from ``head`` on (compiled, its item reads and appends are
+        # direct; a deque's popleft and append were calls by name)
+        queue: list[Resource] = []
         marked: set[Resource] = set()  # (resources hash by identity)
         for r in dirty:
             if r.inputs and r not in marked:  # a resource left without inputs has none to serve
                 marked.add(r)
                 queue.append(r)
-        budget = _PROPAGATION_BUDGET  # a cycle of routes must not loop for ever
-        while queue:
-            budget -= 1
-            if not budget:
+        head = 0
+        while head < len(queue):
+            if head == _PROPAGATION_BUDGET - 1:  # a cycle of routes must not loop for ever
                 raise RuntimeError("link sharing did not settle: the rates of routes that "
                                    "form a cycle keep changing")
-            r = queue.popleft()
+            r = queue[head]
+            head += 1
             marked.discard(r)
             for f, k in self._serve(r, now, touched):
                 touched[f.id] = f

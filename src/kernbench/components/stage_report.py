@@ -9,6 +9,7 @@ the method up by name on an object of unknown type (callgrind, decode attention 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 
@@ -19,4 +20,10 @@ class StageReport:
 
     def add(self, t_start: float, t_end: float, op_name: str,
             params: dict[str, Any] | None = None) -> None:
+        raise NotImplementedError
+
+    def add_planned(self, counts: Sequence[tuple[str, int]], t0: float,
+                    starts: Sequence[float], ends: Sequence[float]) -> None:
+        """Many ops at once: ``counts`` ((op name, ops) pairs) busy over the runs
+        [t0 + starts[i], t0 + ends[i]) (a planned composite's bookings on one engine)."""
         raise NotImplementedError

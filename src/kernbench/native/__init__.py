@@ -28,6 +28,7 @@ from pathlib import Path
 # dataclasses differently) nor the tl surface (its mixins). Each must type-check under
 # mypy: mypyc enforces the annotations at run time.
 MODULES = (
+    "kernbench.components.background",
     "kernbench.components.busy_timeline",
     "kernbench.components.clock",
     "kernbench.components.fabric",

@@ -38,12 +38,15 @@ class OpRecord:
         return self.t_end - self.t_start
 
 
-def merged_intervals(starts: Sequence[float], ends: Sequence[float]) -> list[tuple[float, float]]:
+Floats = Sequence[float] | np.ndarray  # times, as a list or as the stage logs' arrays
+
+
+def merged_intervals(starts: Floats, ends: Floats) -> list[tuple[float, float]]:
     """Possibly overlapping intervals [start, end) as disjoint ones, sorted; intervals
     that touch join. The merge is vectorised (a long prefill logs millions of stage
     intervals); it takes each group's first start and its largest end, as a scan in
     start order would, so the values are the same floats."""
-    if not starts:
+    if len(starts) == 0:
         return []
     s = np.asarray(starts, dtype=np.float64)
     e = np.asarray(ends, dtype=np.float64)
@@ -58,7 +61,7 @@ def merged_intervals(starts: Sequence[float], ends: Sequence[float]) -> list[tup
     return list(zip(s[first].tolist(), reach[last].tolist(), strict=True))
 
 
-def union_ns(starts: Sequence[float], ends: Sequence[float]) -> float:
+def union_ns(starts: Floats, ends: Floats) -> float:
     """Total time covered by possibly overlapping intervals."""
     total = 0.0
     for s, e in merged_intervals(starts, ends):
@@ -67,6 +70,17 @@ def union_ns(starts: Sequence[float], ends: Sequence[float]) -> float:
 
 
 _BATCH: Final = 4096  # closed intervals a stage log gathers before it extends its arrays
+
+
+class _Shifted:
+    """The starts at which one plan's relative runs were added to a stage log."""
+
+    __slots__ = ("starts", "ends", "t0s")
+
+    def __init__(self, starts: Sequence[float], ends: Sequence[float]) -> None:
+        self.starts = starts
+        self.ends = ends
+        self.t0s: list[float] = []
 
 
 class StageLog:
@@ -80,9 +94,15 @@ class StageLog:
     two short lists and move to the arrays a few thousand at a time: compiled, a list
     append is a direct call, an array's a method looked up by name (callgrind: ~600
     instructions an interval, 3 % of a decode attention run).
+
+    A planned composite adds the same relative runs each time its shape recurs
+    (:meth:`add_shifted`): the log keeps, per runs object, the list of starts it was
+    added at, one float per composite, and shifts them all at once, vectorised, when
+    read (docs/adr/0069).
     """
 
-    __slots__ = ("starts", "ends", "_s", "_e", "_open", "_new_s", "_new_e")
+    __slots__ = ("starts", "ends", "_s", "_e", "_open", "_new_s", "_new_e", "_shifted",
+                 "_shifted_runs")
 
     def __init__(self) -> None:
         self.starts = array("d")
@@ -92,10 +112,12 @@ class StageLog:
         self._s = 0.0  # the interval still growing, when _open
         self._e = 0.0
         self._open = False
+        self._shifted: dict[int, _Shifted] = {}  # by id of the relative starts (kept alive)
+        self._shifted_runs = 0
 
     def __len__(self) -> int:
         """Intervals stored (closed); the growing one is not counted."""
-        return len(self.starts) + len(self._new_s)
+        return len(self.starts) + len(self._new_s) + self._shifted_runs
 
     def add(self, s: float, e: float) -> None:
         if self._open:
@@ -117,36 +139,34 @@ class StageLog:
         self._new_s.clear()
         self._new_e.clear()
 
-    def extend(self, starts: Sequence[float], ends: Sequence[float]) -> None:
-        """``add`` each interval in turn; in bulk when the second starts past the open
-        interval (a busy timeline's runs: sorted and apart). Readers merge what is stored,
-        so bulk storage gives them the same floats whatever the order."""
-        n = len(starts)
-        if n != len(ends):
-            raise ValueError(f"{n} starts but {len(ends)} ends")
-        if not n:
-            return
-        self.add(starts[0], ends[0])
-        if n == 1:
-            return
-        if starts[1] <= self._e:
-            for i in range(1, n):
-                self.add(starts[i], ends[i])
-            return
-        self._flush()
-        self.starts.append(self._s)
-        self.ends.append(self._e)
-        self.starts.extend(starts[1:n - 1])
-        self.ends.extend(ends[1:n - 1])
-        self._s = starts[n - 1]
-        self._e = ends[n - 1]
+    def add_shifted(self, t0: float, starts: Sequence[float], ends: Sequence[float]) -> None:
+        """The runs [t0 + starts[i], t0 + ends[i]). ``starts`` and ``ends`` are kept, not
+        copied: the caller must never change them (a cached plan's runs)."""
+        group = self._shifted.get(id(starts))
+        if group is None:
+            if len(starts) != len(ends):
+                raise ValueError(f"{len(starts)} starts but {len(ends)} ends")
+            group = self._shifted[id(starts)] = _Shifted(starts, ends)
+        elif group.ends is not ends:
+            raise ValueError("the same relative starts came with other ends")
+        group.t0s.append(t0)
+        self._shifted_runs += len(starts)
 
-    def arrays(self) -> tuple[array, array]:
-        """(starts, ends) of everything added, the growing interval included."""
+    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """(starts, ends) of everything added, the growing interval included, in no
+        particular order (readers merge them). A shifted run is ``t0 + s`` as numpy
+        adds doubles, the very float Python's ``+`` gives."""
         self._flush()
-        if not self._open:
-            return self.starts, self.ends
-        return self.starts + array("d", [self._s]), self.ends + array("d", [self._e])
+        starts = [np.array(self.starts, dtype=np.float64)]
+        ends = [np.array(self.ends, dtype=np.float64)]
+        for group in self._shifted.values():
+            t0s = np.array(group.t0s, dtype=np.float64)
+            starts.append(np.add.outer(t0s, np.array(group.starts, dtype=np.float64)).ravel())
+            ends.append(np.add.outer(t0s, np.array(group.ends, dtype=np.float64)).ravel())
+        if self._open:
+            starts.append(np.array([self._s]))
+            ends.append(np.array([self._e]))
+        return np.concatenate(starts), np.concatenate(ends)
 
 
 class StageSink(StageReport):
@@ -183,20 +203,22 @@ class StageSink(StageReport):
         if log.keep_records:
             log._keep(t_start, t_end, self.component_id, self.op_kind, op_name, params)
 
-    def add_runs(self, op_name: str, n: int, starts: Sequence[float],
-                 ends: Sequence[float]) -> None:
-        """Report ``n`` ops whose busy time is the union of the runs [starts, ends): the
-        counts and stage statistics of ``n`` :meth:`add` calls without a record per op
-        (for planned composites, which run only when records are off)."""
+    def add_planned(self, counts: Sequence[tuple[str, int]], t0: float,
+                    starts: Sequence[float], ends: Sequence[float]) -> None:
+        """Report ``counts`` ((op name, ops) pairs) whose busy time is the union of the
+        runs [t0 + starts, t0 + ends): the counts and stage statistics of that many
+        :meth:`add` calls without a record per op (for planned composites, which run only
+        when records are off). The runs are kept, not copied (``StageLog.add_shifted``)."""
         log = self.log
         if log.keep_records:
-            raise RuntimeError("add_runs would lose per-op records; add each op instead")
-        counts = log._counts
-        counts[op_name] = counts.get(op_name, 0) + n
+            raise RuntimeError("add_planned would lose per-op records; add each op instead")
+        log_counts = log._counts
+        for op_name, n in counts:
+            log_counts[op_name] = log_counts.get(op_name, 0) + n
         intervals = self._intervals
         if intervals is None:
             intervals = self._first_op()
-        intervals.extend(starts, ends)
+        intervals.add_shifted(t0, starts, ends)
 
     def settle_count(self) -> None:
         """Add the ops counted here to the log's counts."""
@@ -305,14 +327,16 @@ class OpLogger:
 
     def busy_intervals(self, owner: str, stages: Sequence[str]) -> list[tuple[float, float]]:
         """When any of ``stages`` of one PE was busy: their intervals merged and sorted."""
-        starts, ends = array("d"), array("d")
+        starts, ends = [], []
         for stage in stages:
             log = self._stage.get((owner, stage))
             if log is not None:
                 more_starts, more_ends = log.arrays()
-                starts += more_starts
-                ends += more_ends
-        return merged_intervals(starts, ends)
+                starts.append(more_starts)
+                ends.append(more_ends)
+        if not starts:
+            return []
+        return merged_intervals(np.concatenate(starts), np.concatenate(ends))
 
     def stage_busy(self) -> dict[str, dict[str, float]]:
         """{owner: {stage: busy ns (union of that stage's intervals)}}, sorted."""

@@ -15,7 +15,6 @@ or appends it to ``commands`` (command-list mode, for inspection). Semantics:
 
 from __future__ import annotations
 
-import contextlib
 import math
 from collections.abc import Sequence
 
@@ -50,13 +49,28 @@ class ScratchOverflow(KernelStateError):
 
 class _Scope:
     """One ``tl.scratch_scope``: the cursor it rewinds to, and whether it has ended
-    (each handle allocated in it points here, ``TensorHandle.scope``)."""
+    (each handle allocated in it points here, ``TensorHandle.scope``). Its own context
+    manager: a kernel opens one or two per tile, and a generator-based one costs twice
+    as much to enter and leave."""
 
-    __slots__ = ("cursor", "dead")
+    __slots__ = ("ctx", "cursor", "dead")
 
-    def __init__(self, cursor: int) -> None:
-        self.cursor = cursor
+    def __init__(self, ctx: TLContext) -> None:
+        self.ctx = ctx
+        self.cursor = 0
         self.dead = False
+
+    def __enter__(self) -> None:
+        self.cursor = self.ctx._cursor
+        self.ctx._scopes.append(self)
+
+    def __exit__(self, *exc_info) -> None:
+        # recycled memory is safe: PE_SCHEDULER orders later writers after the
+        # ops still reading or writing it (address hazards), without a CPU stall
+        ctx = self.ctx
+        ctx._scopes.pop()
+        self.dead = True
+        ctx._cursor = self.cursor
 
 
 class TLContext(CompositeMixin, MathMixin, ViewsMixin, QueuesMixin):
@@ -239,18 +253,10 @@ class TLContext(CompositeMixin, MathMixin, ViewsMixin, QueuesMixin):
         return out
 
     # -- scratch scopes -------------------------------------------------------------
-    @contextlib.contextmanager
-    def scratch_scope(self):
-        scope = _Scope(self._cursor)
-        self._scopes.append(scope)
-        try:
-            yield
-        finally:
-            # recycled memory is safe: PE_SCHEDULER orders later writers after the
-            # ops still reading or writing it (address hazards), without a CPU stall
-            self._scopes.pop()
-            scope.dead = True
-            self._cursor = scope.cursor
+    def scratch_scope(self) -> _Scope:
+        """``with tl.scratch_scope():`` -- scratch allocated inside is given back at its
+        end, and its handles may not be used after it."""
+        return _Scope(self)
 
     def copy_to(self, dst: TensorHandle, src: TensorHandle) -> None:
         self._check(dst, src)

@@ -22,6 +22,7 @@ from typing import Final
 
 import numpy as np
 
+from kernbench.components import background
 from kernbench.components.builtin.composite_plan import (
     Planner,
     chain_bytes,
@@ -50,11 +51,12 @@ def execute_composite(pe, cmd: CompositeCmd, t_issue: float, deps) -> Completion
     ``deps`` come from the address hazard table: in-flight ops whose writes
     this composite reads, or whose reads/writes it overwrites. Two composites
     sharing a read-write handle therefore run in dispatch order (strict FIFO).
-    The completion is pending until the feeder signals it.
+    The completion is pending until the feeder signals it; nobody waits on the feeder
+    itself, so it runs without a Process of its own (``background``).
     """
     comp = Completion(label="composite")
     sched = pe.scheduler
-    pe.env.process(sched.feeder.run(cmd, t_issue + sched.overhead_ns, comp, list(deps)))
+    background.start(pe.env, sched.feeder.run(cmd, t_issue + sched.overhead_ns, comp, list(deps)))
     return comp
 
 

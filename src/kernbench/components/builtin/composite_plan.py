@@ -14,16 +14,37 @@ and one booking per merged busy run.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from kernbench.components.builtin import gemm_array
 from kernbench.components.builtin.pe_stages import FETCH, GEMM, MATH, STAGES, STORE, Stages
+from kernbench.components.stage_report import StageReport
 from kernbench.components.tiling import GemmTile, gemm_tiles, n_group, supertile
 from kernbench.isa.commands import OpSpec, Scope
 from kernbench.isa.dtypes import dtype_bytes
 
+if TYPE_CHECKING:  # (typed so the compiled twin books on the engines directly)
+    from kernbench.components.builtin.engine import Engine
+
 ACC_BYTES = 4  # composite accumulators are f32
 _KERNEL: Final = Scope.KERNEL  # (a module constant: looking up an enum member on each op costs)
+
+
+class Booking:
+    """What a plan books on one engine, relative to the plan's start: ``ops`` ops, whose
+    busy time is the merged runs [starts[i], ends[i]) (``busy_ns`` in all), reported
+    as ``counts`` ((op name, ops) pairs). Shared by every composite of the plan's shape,
+    so never changed (typed, so the compiled ``apply`` reads it without lookups)."""
+
+    def __init__(self, engine: str, ops: int, starts: tuple[float, ...],
+                 ends: tuple[float, ...], busy_ns: float,
+                 counts: tuple[tuple[str, int], ...]) -> None:
+        self.engine: Final = engine
+        self.ops: Final = ops
+        self.starts: Final = starts
+        self.ends: Final = ends
+        self.busy_ns: Final = busy_ns
+        self.counts: Final = counts
 
 
 @dataclass(frozen=True)
@@ -36,9 +57,7 @@ class Plan:
     first_gemm: float
     commits: tuple  # (done, m0, n0, m, n) per output tile (data mode writes)
     tk: int  # the supertile's k depth (k-tile epilogues in data mode)
-    # what apply books, engine by engine in STAGES order (engines with ops only): (engine,
-    # ops booked, starts and ends of its merged busy runs, busy ns, (op name, count) pairs)
-    bookings: tuple
+    bookings: tuple[Booking, ...]  # what apply books, in STAGES order (engines with ops only)
 
 
 def chain_bytes(op: OpSpec, head_out=None) -> tuple[int, int, int]:
@@ -89,8 +108,8 @@ class Planner:
         fs, log = pe.fetch_store, pe.op_log
         engines = {FETCH: fs.fetch, GEMM: pe.gemm, MATH: pe.math, STORE: fs.store}
         # engine -> (the PE's engine, the op-log sink it reports to): where apply books
-        self._targets = {e: (engines[e], log.sink(pe.ids[unit], kind, stage))
-                         for e, unit, kind, stage in STAGES}
+        self._targets: dict[str, tuple[Engine, StageReport]] = {
+            e: (engines[e], log.sink(pe.ids[unit], kind, stage)) for e, unit, kind, stage in STAGES}
 
     def mapping(self, head: OpSpec, tile_shape) -> tuple[str, tuple | None]:
         """(operand the array holds, supertile) of the head GEMM (``gemm_array.mapping``;
@@ -185,20 +204,18 @@ class Planner:
         for e, _, _, _ in STAGES:
             x = engines[e]
             if x.ops:
-                bookings.append((e, x.ops, tuple(x.timeline.starts), tuple(x.timeline.ends),
-                                 x.busy_ns, tuple(names[e].items())))
+                bookings.append(Booking(e, x.ops, tuple(x.timeline.starts),
+                                        tuple(x.timeline.ends), x.busy_ns,
+                                        tuple(names[e].items())))
         return Plan(end, gemm_at, tuple(steps), first_gemm, tuple(commits), tk, tuple(bookings))
 
     def apply(self, plan: Plan, t0: float) -> None:
-        """Book ``plan`` started at ``t0`` on the real engines and the op log."""
+        """Book ``plan`` started at ``t0`` on the real engines and the op log (which keeps
+        the plan's runs and ``t0``, not shifted copies)."""
         targets = self._targets
-        for engine, n, rel_s, rel_e, busy, names in plan.bookings:
-            eng, sink = targets[engine]
-            starts = [t0 + s for s in rel_s]
-            ends = [t0 + e for e in rel_e]
-            eng.timeline.extend(starts, ends, busy)
-            eng.ops += n
-            first = True
-            for name, count in names:
-                sink.add_runs(name, count, starts if first else (), ends if first else ())
-                first = False
+        for booking in plan.bookings:
+            engine, sink = targets[booking.engine]
+            engine.timeline.extend([t0 + s for s in booking.starts],
+                                   [t0 + e for e in booking.ends], booking.busy_ns)
+            engine.ops += booking.ops
+            sink.add_planned(booking.counts, t0, booking.starts, booking.ends)

@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 from kernbench.components.builtin.pe_cost_model import PeCostModel
-from kernbench.isa.commands import CompositeCmd, OpSpec, Scope
+from kernbench.isa.commands import CompositeCmd
+from kernbench.isa.ops import OpSpec, Scope
 from kernbench.kernels.attention_decode import decode_opt2, decode_opt3
 from kernbench.triton_emu.tl_context import TLContext, run_kernel
 

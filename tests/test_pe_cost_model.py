@@ -25,11 +25,10 @@ from kernbench.isa.commands import (
     DmaWriteCmd,
     GemmCmd,
     MathCmd,
-    OpSpec,
     PeCpuOverheadCmd,
-    Scope,
 )
 from kernbench.isa.handles import TensorHandle
+from kernbench.isa.ops import OpSpec, Scope
 from kernbench.kernels.attention_decode import decode_opt2, decode_opt3
 from kernbench.kernels.gemm import gemm_composite, gemm_prefetch, gemm_primitive
 from kernbench.sim_engine import GraphEngine

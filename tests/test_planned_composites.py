@@ -11,8 +11,9 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from kernbench.isa.commands import CompositeCmd, OpSpec, Scope
+from kernbench.isa.commands import CompositeCmd
 from kernbench.isa.handles import Completion, TensorHandle
+from kernbench.isa.ops import OpSpec, Scope
 from kernbench.sim_engine import GraphEngine
 
 from .conftest import ROOT

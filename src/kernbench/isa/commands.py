@@ -12,58 +12,12 @@ that unit (``components/builtin/dispatch.py``), never decided here.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
-from typing import Any
 
 from kernbench.isa.handles import TensorHandle
+from kernbench.isa.ops import FRAMING_BYTES, HANDLE_BYTES, SCALAR_BYTES, OpSpec
 
-FRAMING_BYTES = 4  # command-type discriminator + completion id reference
-HANDLE_BYTES = 8
-SCALAR_BYTES = 4
 # A move between two handles: opcode, source, destination, byte count.
 MOVE_BYTES = FRAMING_BYTES + 1 + 2 * HANDLE_BYTES + SCALAR_BYTES
-
-
-class Scope(Enum):
-    """How often a composite op repeats within its phase."""
-
-    KERNEL = "kernel"  # once per composite, at its position
-    K_TILE = "k_tile"  # every K tile of the head GEMM
-    OUTPUT_TILE = "output_tile"  # every output tile, after K accumulation
-
-
-def extra_bytes(value: Any) -> int:
-    if isinstance(value, bool):
-        return 1
-    if isinstance(value, int | float):
-        return SCALAR_BYTES
-    if isinstance(value, tuple | list):
-        return 1 + SCALAR_BYTES * len(value)
-    if isinstance(value, str):
-        return 1
-    return SCALAR_BYTES
-
-
-@dataclass(eq=False, slots=True)
-class OpSpec:
-    """One op of a composite: named operands, scalar extras, optional output. Not frozen,
-    unlike the commands: a composite builds several per call, and a frozen dataclass's
-    constructor costs four times as much; nothing changes an op once built."""
-
-    kind: str
-    scope: Scope
-    operands: dict[str, TensorHandle] = field(default_factory=dict)
-    extra: dict[str, Any] = field(default_factory=dict)
-    out: TensorHandle | None = None
-
-    @property
-    def logical_bytes(self) -> int:
-        size = (1 + 1  # opcode + scope enum
-                + 1 + HANDLE_BYTES * len(self.operands)
-                + (HANDLE_BYTES if self.out is not None else 0) + 1)
-        for value in self.extra.values():
-            size += extra_bytes(value)
-        return size
 
 
 @dataclass(frozen=True, eq=False)

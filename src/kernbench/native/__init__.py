@@ -24,9 +24,9 @@ from pathlib import Path
 
 # The hot path of a simulation: fabric and link sharing, the PE's units, engines,
 # stages, tile streams and hazards, the op log, tensor handles and completions, the MMU
-# and the supertile walk. Not the commands (mypyc orders the fields of inherited
-# dataclasses differently) nor the tl surface (its mixins). Each must type-check under
-# mypy: mypyc enforces the annotations at run time.
+# and the supertile walk, and a composite's ops. Not the commands (mypyc orders the
+# fields of inherited dataclasses differently) nor the tl surface (its mixins). Each must
+# type-check under mypy: mypyc enforces the annotations at run time.
 MODULES = (
     "kernbench.components.background",
     "kernbench.components.busy_timeline",
@@ -58,6 +58,7 @@ MODULES = (
     "kernbench.components.builtin.tile_streams",
     "kernbench.components.tiling",
     "kernbench.isa.handles",
+    "kernbench.isa.ops",
     "kernbench.policy.address.mmu",
     "kernbench.policy.address.phys_addr",
     "kernbench.policy.routing.edges",

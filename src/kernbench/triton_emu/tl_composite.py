@@ -14,8 +14,9 @@ from collections.abc import Sequence
 from kernbench.components.numerics import ALL_MATH_OPS, UNARY
 from kernbench.components.tiling import STREAM
 from kernbench.errors import KernelMisuse, KernelTypeError
-from kernbench.isa.commands import CompositeCmd, OpSpec, Scope
+from kernbench.isa.commands import CompositeCmd
 from kernbench.isa.handles import TensorHandle
+from kernbench.isa.ops import OpSpec, Scope
 from kernbench.triton_emu import tl_recipes
 
 EPILOGUE_OPS = {"bias": ("bias",), "scale": ("factor",), "add": ("other",), "mul": ("other",),

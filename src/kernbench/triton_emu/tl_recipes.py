@@ -12,8 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kernbench.errors import KernelMisuse
-from kernbench.isa.commands import OpSpec, Scope
 from kernbench.isa.handles import TensorHandle
+from kernbench.isa.ops import OpSpec, Scope
 
 
 @dataclass(frozen=True)

@@ -38,8 +38,9 @@ from kernbench.components.builtin.dispatch import executes
 from kernbench.components.builtin.pe_ops import operand_ready
 from kernbench.components.builtin.tile_streams import GemmStream, MathStream
 from kernbench.components.clock import sim_now
-from kernbench.isa.commands import CompositeCmd, OpSpec, Scope
+from kernbench.isa.commands import CompositeCmd
 from kernbench.isa.handles import Completion
+from kernbench.isa.ops import OpSpec, Scope
 
 _KERNEL: Final = Scope.KERNEL  # (Final: a C static in the compiled twin; ADR 0065)
 

@@ -20,8 +20,8 @@ from kernbench.components.builtin import gemm_array
 from kernbench.components.builtin.pe_stages import FETCH, GEMM, MATH, STAGES, STORE, Stages
 from kernbench.components.stage_report import StageReport
 from kernbench.components.tiling import GemmTile, gemm_tiles, n_group, supertile
-from kernbench.isa.commands import OpSpec, Scope
 from kernbench.isa.dtypes import dtype_bytes
+from kernbench.isa.ops import OpSpec, Scope
 
 if TYPE_CHECKING:  # (typed so the compiled twin books on the engines directly)
     from kernbench.components.builtin.engine import Engine

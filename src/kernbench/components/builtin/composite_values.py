@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from kernbench.components import numerics
-from kernbench.isa.commands import OpSpec
+from kernbench.isa.ops import OpSpec
 
 
 def epilogue_value(op: OpSpec, acc: np.ndarray, read, out) -> np.ndarray:

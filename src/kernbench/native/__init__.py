@@ -66,6 +66,8 @@ MODULES = (
     "kernbench.policy.routing.spurs",
     "kernbench.sim_engine.op_log",
     "kernbench.topology.elements",
+    "kernbench.triton_emu.kernel_runner",
+    "kernbench.triton_emu.tl_recipes",
 )
 PACKAGE = Path(__file__).resolve().parents[1]  # src/kernbench
 BUILD = Path(__file__).resolve().parent / "_build"

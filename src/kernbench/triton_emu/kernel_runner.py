@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import traceback
 from collections.abc import Callable
+from typing import Any
 
 from greenlet import greenlet
 
@@ -44,7 +45,7 @@ class KernelRunner:
         self._waiting: tuple[str, float | None] | None = None  # see ``waiting_on``
         self.started = False
         self.finished = False
-        self.context = None  # the kernel's tl context (its scratch high-water mark, ...)
+        self.context: Any = None  # the kernel's tl context (its scratch high-water mark, ...)
 
     def process(self, start_at: float):
         """The SimPy process: start at ``start_at``, relay waits, return the body's value."""
@@ -99,6 +100,7 @@ class KernelRunner:
         """Called from inside the kernel: suspend until ``event`` fires (``until``: the
         time it fires at, when it is a timeout, for ``waiting_on``)."""
         self._waiting = (what, until)
+        assert self._greenlet is not None  # (called from inside the running kernel)
         try:
             value = self._greenlet.parent.switch(event)
         finally:
@@ -123,7 +125,7 @@ class KernelRunner:
         at = mine[-1] if mine else None
         loc = f" at {at.filename}:{at.lineno} ({at.line})" if at else ""
         fault = _fault(exc)
-        if fault is not None:
+        if fault is not None and fault.va is not None:  # (``_fault`` returns only those)
             owner = self._describe_va(fault.va) if self._describe_va else "no SIP maps it"
             text = (f"kernel {self.name!r} on {self.where}{loc}: virtual address {fault.va:#x} "
                     f"is not mapped on this PE ({owner})")

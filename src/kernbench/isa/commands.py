@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kernbench.isa.handles import TensorHandle
-from kernbench.isa.ops import FRAMING_BYTES, HANDLE_BYTES, SCALAR_BYTES, OpSpec
+from kernbench.isa.ops import FRAMING_BYTES, HANDLE_BYTES, SCALAR_BYTES, OpSpec, ops_accesses
 
 # A move between two handles: opcode, source, destination, byte count.
 MOVE_BYTES = FRAMING_BYTES + 1 + 2 * HANDLE_BYTES + SCALAR_BYTES
@@ -179,9 +179,7 @@ class CompositeCmd(PeCommand):
         return self.size
 
     def accesses(self) -> tuple[list[TensorHandle], list[TensorHandle]]:
-        reads = [h for op in self.ops for h in op.operands.values()] + list(self.rw_handles)
-        writes = [op.out for op in self.ops if op.out is not None] + list(self.rw_handles)
-        return (reads, writes)
+        return ops_accesses(self.ops, self.rw_handles)
 
 
 @dataclass(frozen=True, eq=False)

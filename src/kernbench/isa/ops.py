@@ -68,3 +68,22 @@ class OpSpec:
             size += extra_bytes(value)
         return size
 
+
+def ops_accesses(ops: tuple[OpSpec, ...], rw_handles: tuple[TensorHandle, ...]
+                 ) -> tuple[list[TensorHandle], list[TensorHandle]]:
+    """(handles read, handles written) by a composite's ``ops`` and read-write handles:
+    every operand is read, every output written, the read-write handles both, in op
+    order. (Compiled with the ops: the hazard table asks for them at every dispatch.)"""
+    reads: list[TensorHandle] = []
+    writes: list[TensorHandle] = []
+    for op in ops:
+        for h in op.operands.values():
+            reads.append(h)
+    for op in ops:
+        out = op.out
+        if out is not None:
+            writes.append(out)
+    for h in rw_handles:
+        reads.append(h)
+        writes.append(h)
+    return reads, writes

@@ -67,6 +67,7 @@ MODULES = (
     "kernbench.sim_engine.op_log",
     "kernbench.topology.elements",
     "kernbench.triton_emu.kernel_runner",
+    "kernbench.triton_emu.scratch",
     "kernbench.triton_emu.tl_recipes",
 )
 PACKAGE = Path(__file__).resolve().parents[1]  # src/kernbench

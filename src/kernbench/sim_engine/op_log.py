@@ -38,7 +38,7 @@ class OpRecord:
         return self.t_end - self.t_start
 
 
-Floats = Sequence[float] | np.ndarray  # times, as a list or as the stage logs' arrays
+Floats = Sequence[float] | np.ndarray  # times: a list, an array('d'), a numpy array
 
 
 def merged_intervals(starts: Floats, ends: Floats) -> list[tuple[float, float]]:
@@ -73,13 +73,16 @@ _BATCH: Final = 4096  # closed intervals a stage log gathers before it extends i
 
 
 class _Shifted:
-    """The starts at which one plan's relative runs were added to a stage log."""
+    """The starts at which one plan's relative runs were added to a stage log (the runs
+    themselves copied into typed lists, which the compiled read loops unbox directly)."""
 
-    __slots__ = ("starts", "ends", "t0s")
+    __slots__ = ("key_starts", "key_ends", "starts", "ends", "t0s")
 
     def __init__(self, starts: Sequence[float], ends: Sequence[float]) -> None:
-        self.starts = starts
-        self.ends = ends
+        self.key_starts = starts  # (kept: the log is keyed by its identity)
+        self.key_ends = ends
+        self.starts: list[float] = list(starts)
+        self.ends: list[float] = list(ends)
         self.t0s: list[float] = []
 
 
@@ -97,7 +100,7 @@ class StageLog:
 
     A planned composite adds the same relative runs each time its shape recurs
     (:meth:`add_shifted`): the log keeps, per runs object, the list of starts it was
-    added at, one float per composite, and shifts them all at once, vectorised, when
+    added at, one float per composite, and shifts them all at once when
     read (docs/adr/0069).
     """
 
@@ -147,26 +150,36 @@ class StageLog:
             if len(starts) != len(ends):
                 raise ValueError(f"{len(starts)} starts but {len(ends)} ends")
             group = self._shifted[id(starts)] = _Shifted(starts, ends)
-        elif group.ends is not ends:
+        elif group.key_ends is not ends:
             raise ValueError("the same relative starts came with other ends")
         group.t0s.append(t0)
         self._shifted_runs += len(starts)
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray]:
         """(starts, ends) of everything added, the growing interval included, in no
-        particular order (readers merge them). A shifted run is ``t0 + s`` as numpy
-        adds doubles, the very float Python's ``+`` gives."""
+        particular order (readers merge them). A shifted run is the float ``t0 + s``,
+        as adding it would have stored. (Shifted by typed loops into lists, which numpy
+        converts in one call each: an ``array`` extended from a list costs some 500
+        machine instructions an element, numpy's own arithmetic some 5,000 a call.)"""
         self._flush()
-        starts = [np.array(self.starts, dtype=np.float64)]
-        ends = [np.array(self.ends, dtype=np.float64)]
+        more_s: list[float] = []
+        more_e: list[float] = []
         for group in self._shifted.values():
-            t0s = np.array(group.t0s, dtype=np.float64)
-            starts.append(np.add.outer(t0s, np.array(group.starts, dtype=np.float64)).ravel())
-            ends.append(np.add.outer(t0s, np.array(group.ends, dtype=np.float64)).ravel())
+            rel_s, rel_e = group.starts, group.ends
+            for t0 in group.t0s:
+                for x in rel_s:
+                    more_s.append(t0 + x)
+                for x in rel_e:
+                    more_e.append(t0 + x)
         if self._open:
-            starts.append(np.array([self._s]))
-            ends.append(np.array([self._e]))
-        return np.concatenate(starts), np.concatenate(ends)
+            more_s.append(self._s)
+            more_e.append(self._e)
+        starts = np.array(self.starts, dtype=np.float64)
+        ends = np.array(self.ends, dtype=np.float64)
+        if not more_s:
+            return starts, ends
+        return (np.concatenate((starts, np.array(more_s, dtype=np.float64))),
+                np.concatenate((ends, np.array(more_e, dtype=np.float64))))
 
 
 class StageSink(StageReport):

@@ -15,7 +15,6 @@ or appends it to ``commands`` (command-list mode, for inspection). Semantics:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -33,44 +32,17 @@ from kernbench.isa.commands import (
 )
 from kernbench.isa.dtypes import dtype_bytes, np_dtype
 from kernbench.isa.handles import Completion, TensorHandle, set_arithmetic
+from kernbench.triton_emu.scratch import Scope, Scratch
 from kernbench.triton_emu.tl_composite import CompositeMixin, check_stationary
 from kernbench.triton_emu.tl_math import MathMixin
 from kernbench.triton_emu.tl_queues import QueuesMixin
 from kernbench.triton_emu.tl_views import ViewsMixin
-
-ALIGN = 64
 
 _active: list[TLContext | None] = [None]
 
 
 class ScratchOverflow(KernelStateError):
     """A kernel allocated more scratch than its PE has (use tl.scratch_scope)."""
-
-
-class _Scope:
-    """One ``tl.scratch_scope``: the cursor it rewinds to, and whether it has ended
-    (each handle allocated in it points here, ``TensorHandle.scope``). Its own context
-    manager: a kernel opens one or two per tile, and a generator-based one costs twice
-    as much to enter and leave."""
-
-    __slots__ = ("ctx", "cursor", "dead")
-
-    def __init__(self, ctx: TLContext) -> None:
-        self.ctx = ctx
-        self.cursor = 0
-        self.dead = False
-
-    def __enter__(self) -> None:
-        self.cursor = self.ctx._cursor
-        self.ctx._scopes.append(self)
-
-    def __exit__(self, *exc_info) -> None:
-        # recycled memory is safe: PE_SCHEDULER orders later writers after the
-        # ops still reading or writing it (address hazards), without a CPU stall
-        ctx = self.ctx
-        ctx._scopes.pop()
-        self.dead = True
-        ctx._cursor = self.cursor
 
 
 class TLContext(CompositeMixin, MathMixin, ViewsMixin, QueuesMixin):
@@ -90,11 +62,11 @@ class TLContext(CompositeMixin, MathMixin, ViewsMixin, QueuesMixin):
         self._ids = (pe_id, cube_id, sip_id)
         self._counts = (num_programs, num_cubes, num_sips)
         self._exec = executor  # PE_CPU in greenlet mode; None = command-list mode
-        self._scratch_base, self._scratch_size = scratch_base, scratch_size
-        self._cursor = 0
-        self.peak_scratch = 0
-        self._scopes: list[_Scope] = []
-        self._counter = 0
+        self.peak_scratch = 0  # (kept up to date by the scratch allocator)
+        self._scratch = Scratch(self, scratch_base, scratch_size, self._overflow)
+        # the compiled allocator's own methods, called without a method of ours between
+        self._alloc = self._scratch.alloc
+        self._new_id = self._scratch.new_id
         self.cost_model = cost_model or PeCostModel()
         self.tile_shape = tile_shape
         self.commands: list[PeCommand] = []
@@ -111,23 +83,10 @@ class TLContext(CompositeMixin, MathMixin, ViewsMixin, QueuesMixin):
             raise KernelStateError("no active TLContext: tensor operators only work inside a kernel")
         return ctx
 
-    def _new_id(self) -> str:
-        self._counter += 1
-        return f"h{self._counter}"
-
-    def _alloc(self, shape: tuple[int, ...], dtype: str) -> TensorHandle:
-        nbytes = max(1, math.prod(shape)) * dtype_bytes(dtype)
-        offset = self._cursor
-        self._cursor = -(-(offset + nbytes) // ALIGN) * ALIGN
-        if self._cursor > self._scratch_size:
-            raise ScratchOverflow(
-                f"TLContext scratch overflow: {nbytes} more bytes do not fit in "
-                f"{self._scratch_size} (in use: {offset}); wrap per-tile work in tl.scratch_scope()")
-        self.peak_scratch = max(self.peak_scratch, self._cursor)
-        h = TensorHandle(self._new_id(), self._scratch_base + offset, shape, dtype, "tcm", True)
-        if self._scopes:
-            h.scope = self._scopes[-1]
-        return h
+    def _overflow(self, nbytes: int, in_use: int) -> None:
+        raise ScratchOverflow(
+            f"TLContext scratch overflow: {nbytes} more bytes do not fit in "
+            f"{self._scratch.size} (in use: {in_use}); wrap per-tile work in tl.scratch_scope()")
 
     def _emit(self, cmd: PeCommand) -> Completion | None:
         if self._exec is None:
@@ -253,10 +212,10 @@ class TLContext(CompositeMixin, MathMixin, ViewsMixin, QueuesMixin):
         return out
 
     # -- scratch scopes -------------------------------------------------------------
-    def scratch_scope(self) -> _Scope:
+    def scratch_scope(self) -> Scope:
         """``with tl.scratch_scope():`` -- scratch allocated inside is given back at its
         end, and its handles may not be used after it."""
-        return _Scope(self)
+        return Scope(self._scratch)
 
     def copy_to(self, dst: TensorHandle, src: TensorHandle) -> None:
         self._check(dst, src)

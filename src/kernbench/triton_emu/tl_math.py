@@ -32,14 +32,20 @@ class MathMixin:
     def _math(self, op: str, inputs: list[Any], axis: int | None = None,
               out_shape: tuple[int, ...] | None = None, out_dtype: str | None = None,
               out: TensorHandle | None = None) -> TensorHandle:
-        first = next((x for x in inputs if isinstance(x, TensorHandle)), None)
+        first = None
+        for x in inputs:  # (loops, not generator expressions: a kernel's arithmetic
+            if isinstance(x, TensorHandle):  # comes here op by op)
+                first = x
+                break
         if first is None:
             raise KernelTypeError(f"tl math op {op!r} needs at least one tensor operand")
         handles = [self._as_handle(x, first) for x in inputs]
+        same = True
         for h in handles:
             if h.space != "tcm":
                 raise KernelMisuse(f"math operands must be in TCM, got {h}")
-        if out_shape is None and all(h.shape == first.shape for h in handles):
+            same = same and h.shape == first.shape
+        if out_shape is None and same:
             out_shape = first.shape
         elif out_shape is None:
             try:

@@ -18,7 +18,7 @@ simulation events (docs/adr/0027-planned-composites.md, 0028).
 
 from __future__ import annotations
 
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import numpy as np
 
@@ -39,8 +39,11 @@ from kernbench.components.builtin.pe_ops import operand_ready
 from kernbench.components.builtin.tile_streams import GemmStream, MathStream
 from kernbench.components.clock import sim_now
 from kernbench.isa.commands import CompositeCmd
-from kernbench.isa.handles import Completion
+from kernbench.isa.handles import Completion, TensorHandle
 from kernbench.isa.ops import OpSpec, Scope
+
+if TYPE_CHECKING:  # (typed so the compiled twin reads the engines directly)
+    from kernbench.components.builtin.engine import Engine
 
 _KERNEL: Final = Scope.KERNEL  # (Final: a C static in the compiled twin; ADR 0065)
 
@@ -68,6 +71,11 @@ class CompositeFeeder:
         self.node_id = node_id
         self.planner = Planner(pe)
         self.planned = pe.services.planned_composites  # the engine's option
+        fs = pe.fetch_store
+        # the engines a plan books and whether records are kept, read once (a composite
+        # asks at every start; fixed for the engine's life)
+        self._plan_engines: list[Engine] = [fs.fetch, fs.store, pe.gemm, pe.math]
+        self._keep_records: bool = pe.op_log.keep_records
         # time from a GEMM composite's start to its supertile loop: its recipe prologue
         # (the decoder's RMSNorm), which the whole-model breakdown reports on its own
         self.prologue_ns = 0.0
@@ -75,14 +83,14 @@ class CompositeFeeder:
         self._sinks = {kind: pe.op_log.sink(node_id, kind, "COMPOSITE")
                        for kind in ("gemm", "math")}
 
-    def _private(self, a, b, out, t0: float) -> bool:
+    def _private(self, a: TensorHandle, b: TensorHandle, out: TensorHandle | None,
+                 t0: float) -> bool:
         """The plan may be timed in one pass: no DMA, and the engines it books are idle
         from ``t0`` on (so nothing else can interleave with it)."""
-        pe = self.pe
-        if not (self.planned and a.pinned and b.pinned and out.space == "tcm"
-                and not pe.op_log.keep_records):
+        if not (self.planned and a.pinned and b.pinned and out is not None
+                and out.space == "tcm" and not self._keep_records):
             return False
-        for eng in (pe.fetch_store.fetch, pe.fetch_store.store, pe.gemm, pe.math):
+        for eng in self._plan_engines:
             ends = eng.timeline.ends
             if ends and ends[-1] > t0:
                 return False

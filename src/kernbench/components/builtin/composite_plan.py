@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # (typed so the compiled twin books on the engines directly)
 
 ACC_BYTES = 4  # composite accumulators are f32
 _KERNEL: Final = Scope.KERNEL  # (a module constant: looking up an enum member on each op costs)
+_K_TILE: Final = Scope.K_TILE
 
 
 class Booking:
@@ -153,7 +154,10 @@ class Planner:
         for i, op in enumerate(ops):
             if i != g:
                 scope = op.scope
-                others.append((op.kind, scope, chain_bytes(op, out if i > g else None)
+                # (the scope as an int: an enum member hashes through an interpreted
+                # __hash__, a few thousand instructions per plan lookup in all)
+                others.append((op.kind, 0 if scope is _KERNEL else 1 if scope is _K_TILE else 2,
+                               chain_bytes(op, out if i > g else None)
                                if scope is _KERNEL else None))
         extra = head.extra
         key = (g, tile_shape, extra["m"], extra["k"], extra["n"], extra.get("stationary", "b"),

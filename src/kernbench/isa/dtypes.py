@@ -13,9 +13,12 @@ import numpy as np
 
 from kernbench.errors import KernbenchError
 
-# bytes per element: all a timing-mode simulation needs
-_BYTES: dict[str, int] = {"f16": 2, "bf16": 2, "f32": 4, "i32": 4, "i8": 1, "u8": 1, "bool": 1}
-DTYPE_NAMES: tuple[str, ...] = tuple(_BYTES)
+# bytes per element: all a timing-mode simulation needs (read it through ``dtype_bytes``,
+# which names the allowed dtypes when one is unknown; ``handles.element_bytes`` reads it
+# directly for the compiled hot paths)
+ELEMENT_BYTES: dict[str, int] = {"f16": 2, "bf16": 2, "f32": 4, "i32": 4, "i8": 1, "u8": 1,
+                                 "bool": 1}
+DTYPE_NAMES: tuple[str, ...] = tuple(ELEMENT_BYTES)
 
 
 @cache
@@ -27,7 +30,7 @@ def _numpy() -> dict[str, np.dtype]:
     table = {"f16": np.dtype(np.float16), "bf16": np.dtype(ml_dtypes.bfloat16),
              "f32": np.dtype(np.float32), "i32": np.dtype(np.int32), "i8": np.dtype(np.int8),
              "u8": np.dtype(np.uint8), "bool": np.dtype(np.bool_)}
-    if {n: dt.itemsize for n, dt in table.items()} != _BYTES:
+    if {n: dt.itemsize for n, dt in table.items()} != ELEMENT_BYTES:
         raise RuntimeError("the dtype tables disagree on element sizes")
     return table
 
@@ -52,7 +55,7 @@ def np_dtype(name: str) -> np.dtype:
 def dtype_bytes(name: str) -> int:
     """Bytes per element of a device dtype."""
     try:
-        return _BYTES[name]
+        return ELEMENT_BYTES[name]
     except (KeyError, TypeError):
         raise DtypeError(f"unknown dtype {name!r} (allowed: {', '.join(DTYPE_NAMES)})") from None
 

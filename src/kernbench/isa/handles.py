@@ -9,6 +9,18 @@ from kernbench.isa import dtypes
 
 # (Final: the compiled twin keeps these in C statics, not looked up by name per call; ADR 0065)
 dtype_bytes: Final = dtypes.dtype_bytes
+ELEMENT_BYTES: Final = dtypes.ELEMENT_BYTES
+
+
+def element_bytes(dtype: Any) -> int:
+    """``dtype_bytes`` without a call into the interpreter for a known dtype (compiled
+    callers size every new handle and scratch tensor); an unknown one gets its error."""
+    if isinstance(dtype, str):
+        n = ELEMENT_BYTES.get(dtype)
+        if n is not None:
+            return n
+    return dtype_bytes(dtype)
+
 
 # A view's bytes as (space, start, end): the unit of PE hazard tracking. A plain
 # ``tuple`` to the compiler on purpose: typed ``tuple[str, int, int]``, the compiled
@@ -148,7 +160,7 @@ class TensorHandle:
     def nbytes(self) -> int:
         nb = self._nbytes
         if nb < 0:  # computed once: shape and dtype never change
-            nb = self._nbytes = self.numel * dtype_bytes(self.dtype)
+            nb = self._nbytes = self.numel * element_bytes(self.dtype)
         return nb
 
     @property
@@ -165,7 +177,7 @@ class TensorHandle:
         r = self._range
         if r is not None:
             return r
-        bpe = dtype_bytes(self.dtype)
+        bpe = element_bytes(self.dtype)
         if len(self.shape) == 2 and self.row_stride is not None:
             rows, cols = (self.shape[1], self.shape[0]) if self.transposed else self.shape
             extent = ((rows - 1) * self.row_stride + cols) * bpe

@@ -12,8 +12,7 @@ import math
 from collections.abc import Callable
 from typing import Any, Final
 
-from kernbench.isa.dtypes import dtype_bytes
-from kernbench.isa.handles import TensorHandle
+from kernbench.isa.handles import TensorHandle, element_bytes
 
 ALIGN: Final = 64
 
@@ -62,7 +61,7 @@ class Scratch:
 
     def alloc(self, shape: tuple, dtype: str) -> TensorHandle:
         """A new TCM tensor of ``shape`` (a tuple) and ``dtype``, 64-byte aligned."""
-        nbytes = max(1, math.prod(shape)) * dtype_bytes(dtype)
+        nbytes = max(1, math.prod(shape)) * element_bytes(dtype)
         offset = self.cursor
         cursor = -(-(offset + nbytes) // ALIGN) * ALIGN
         self.cursor = cursor

@@ -117,9 +117,18 @@ class _Segments:
         return i, j
 
     def replace(self, i: int, j: int, s: int, e: int, value) -> None:
-        self.starts[i:j] = [s]
-        self.ends[i:j] = [e]
-        self.values[i:j] = [value]
+        """Segments [i, j) become the one segment [s, e) -> value. (A new segment or one
+        replaced, the common cases, without building slices.)"""
+        if j == i + 1:
+            self.starts[i], self.ends[i], self.values[i] = s, e, value
+        elif j == i:
+            self.starts.insert(i, s)
+            self.ends.insert(i, e)
+            self.values.insert(i, value)
+        else:
+            self.starts[i:j] = [s]
+            self.ends[i:j] = [e]
+            self.values[i:j] = [value]
 
     def remove(self, i: int, j: int) -> None:
         del self.starts[i:j], self.ends[i:j], self.values[i:j]
